@@ -1,0 +1,413 @@
+// kube-apiserver's generic registry semantics over the ObjectStore: create
+// (uid, creationTimestamp, generateName, defaults, status reset), update with
+// resourceVersion preconditions and the status subresource, the three patch
+// types, graceful deletion with finalizers, and selector-filtered lists.
+import { randomUUID } from "node:crypto";
+import { isDeepStrictEqual } from "node:util";
+import { applyDefaults } from "./defaults.ts";
+import { applyPatch, PatchError } from "./patch.ts";
+import {
+  apiVersionOf,
+  findResourceType,
+  findResourceTypeByKind,
+  type ResourceType,
+  resourceTypes,
+} from "./resources.ts";
+import {
+  fieldsOf,
+  matchesFieldRequirements,
+  matchesLabelRequirements,
+  parseFieldSelectorString,
+  parseLabelSelectorString,
+  SelectorParseError,
+  supportedFieldSelectors,
+} from "./selectors.ts";
+import {
+  ApiError,
+  alreadyExists,
+  badRequest,
+  conflict,
+  invalid,
+  namespaceNotFound,
+  notFound,
+} from "./status.ts";
+import type { KubeObject, ObjectStore } from "./store.ts";
+import { validateCreate, validateName, validateUpdate } from "./validation.ts";
+
+export interface WriteOptions {
+  dryRun?: boolean;
+  subresource?: "status";
+}
+
+export interface DeleteOptions {
+  dryRun?: boolean;
+  preconditions?: { uid?: string; resourceVersion?: string };
+}
+
+export interface ListOptions {
+  labelSelector?: string;
+  fieldSelector?: string;
+  limit?: number;
+  continueToken?: string;
+}
+
+export interface ListResult {
+  items: KubeObject[];
+  resourceVersion: string;
+  continueToken?: string;
+  remainingItemCount?: number;
+}
+
+export interface ObjectFilter {
+  matches(o: KubeObject): boolean;
+}
+
+const generateNameAlphabet = "bcdfghjklmnpqrstvwxz2456789";
+
+function randomSuffix(): string {
+  let s = "";
+  for (let i = 0; i < 5; i++)
+    s += generateNameAlphabet[Math.floor(Math.random() * generateNameAlphabet.length)];
+  return s;
+}
+
+function now(): string {
+  return new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Metadata the server owns: an update cannot change it. */
+const serverOwnedMeta = [
+  "uid",
+  "creationTimestamp",
+  "namespace",
+  "name",
+  "deletionTimestamp",
+  "deletionGracePeriodSeconds",
+] as const;
+
+const namespaceType = findResourceType("", "v1", "namespaces")!;
+
+export class Registry {
+  readonly store: ObjectStore;
+
+  constructor(store: ObjectStore) {
+    this.store = store;
+  }
+
+  get(t: ResourceType, namespace: string | undefined, name: string): KubeObject {
+    const o = this.store.peek(t, namespace, name);
+    if (!o) throw notFound(t, name);
+    return structuredClone(o);
+  }
+
+  /** Compiles label and field selectors once for lists and watches. */
+  filter(t: ResourceType, labelSelector?: string, fieldSelector?: string): ObjectFilter {
+    try {
+      const labels = labelSelector ? parseLabelSelectorString(labelSelector) : [];
+      const fields = fieldSelector
+        ? parseFieldSelectorString(fieldSelector, supportedFieldSelectors(t.plural))
+        : [];
+      return {
+        matches: (o) =>
+          (labels.length === 0 || matchesLabelRequirements(labels, o.metadata.labels ?? {})) &&
+          (fields.length === 0 || matchesFieldRequirements(fields, fieldsOf(t.plural, o))),
+      };
+    } catch (e) {
+      if (e instanceof SelectorParseError) throw badRequest(e.message);
+      throw e;
+    }
+  }
+
+  list(t: ResourceType, namespace: string | undefined, options: ListOptions = {}): ListResult {
+    const filter = this.filter(t, options.labelSelector, options.fieldSelector);
+    let startAfter: string | undefined;
+    if (options.continueToken) {
+      try {
+        const token = JSON.parse(Buffer.from(options.continueToken, "base64url").toString("utf8")) as {
+          start?: unknown;
+        };
+        if (typeof token.start !== "string") throw new Error("no start key");
+        startAfter = token.start;
+      } catch {
+        throw badRequest("continue key is not valid: illegal base64 data or JSON");
+      }
+    }
+    const resourceVersion = this.store.currentRevision.toString();
+    let matching = this.store.peekAll(t, namespace).filter((o) => filter.matches(o));
+    if (startAfter !== undefined) {
+      const after = startAfter;
+      matching = matching.filter((o) => keyOf(o) > after);
+    }
+    const limit = options.limit && options.limit > 0 ? options.limit : undefined;
+    if (limit === undefined || matching.length <= limit) {
+      return { items: matching.map((o) => structuredClone(o)), resourceVersion };
+    }
+    const page = matching.slice(0, limit);
+    const last = page[page.length - 1]!;
+    return {
+      items: page.map((o) => structuredClone(o)),
+      resourceVersion,
+      continueToken: Buffer.from(JSON.stringify({ rv: resourceVersion, start: keyOf(last) })).toString(
+        "base64url",
+      ),
+      remainingItemCount: matching.length - limit,
+    };
+  }
+
+  create(
+    t: ResourceType,
+    namespace: string | undefined,
+    body: unknown,
+    options: WriteOptions = {},
+  ): KubeObject {
+    const o = this.decode(t, body);
+    const meta = o.metadata;
+    if (t.namespaced) {
+      if (meta.namespace && namespace && meta.namespace !== namespace) {
+        throw badRequest(
+          "the namespace of the provided object does not match the namespace sent on the request",
+        );
+      }
+      meta.namespace = namespace ?? meta.namespace;
+      if (!meta.namespace)
+        throw badRequest("the server could not find the requested resource: namespace is required");
+      if (!this.store.peek(namespaceType, undefined, meta.namespace)) throw namespaceNotFound(meta.namespace);
+    } else {
+      delete meta.namespace;
+    }
+    if (!meta.name) {
+      if (!meta.generateName) {
+        throw invalid(t, "", [
+          { field: "metadata.name", message: "Required value: name or generateName is required" },
+        ]);
+      }
+      meta.name = meta.generateName + randomSuffix();
+    }
+    const errors = [...validateName(meta.name), ...validateCreate(t.plural, o)];
+    if (errors.length > 0) throw invalid(t, meta.name, errors);
+    if (this.store.peek(t, meta.namespace, meta.name)) throw alreadyExists(t, meta.name);
+
+    meta.uid = randomUUID();
+    meta.creationTimestamp = now();
+    delete meta.deletionTimestamp;
+    delete meta.deletionGracePeriodSeconds;
+    if (t.statusOnCreate) o.status = t.statusOnCreate();
+    applyDefaults(t.plural, o);
+    if (options.dryRun) {
+      meta.resourceVersion = "";
+      return o;
+    }
+    meta.resourceVersion = this.store.nextRevision().toString();
+    this.store.put(t, "ADDED", o);
+    return structuredClone(o);
+  }
+
+  update(
+    t: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    body: unknown,
+    options: WriteOptions = {},
+  ): KubeObject {
+    const incoming = this.decode(t, body);
+    if (incoming.metadata.name && incoming.metadata.name !== name) {
+      throw badRequest(
+        `the name of the object (${incoming.metadata.name}) does not match the name on the URL (${name})`,
+      );
+    }
+    if (t.namespaced && incoming.metadata.namespace && incoming.metadata.namespace !== namespace) {
+      throw badRequest(
+        "the namespace of the provided object does not match the namespace sent on the request",
+      );
+    }
+    const old = this.store.peek(t, namespace, name);
+    if (!old) throw notFound(t, name);
+    return this.commitUpdate(t, old, incoming, options);
+  }
+
+  patch(
+    t: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    contentType: string,
+    patch: unknown,
+    options: WriteOptions = {},
+  ): KubeObject {
+    const old = this.store.peek(t, namespace, name);
+    if (!old) throw notFound(t, name);
+    let patched: unknown;
+    try {
+      patched = applyPatch(contentType, old, patch, t.plural);
+    } catch (e) {
+      if (e instanceof PatchError) {
+        const reason = e.code === 422 ? "Invalid" : e.code === 415 ? "UnsupportedMediaType" : "BadRequest";
+        throw new ApiError(e.code, reason, e.message);
+      }
+      throw e;
+    }
+    return this.commitUpdate(t, old, this.decode(t, patched), options);
+  }
+
+  delete(
+    t: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    options: DeleteOptions = {},
+  ): KubeObject {
+    const old = this.store.peek(t, namespace, name);
+    if (!old) throw notFound(t, name);
+    const pre = options.preconditions;
+    if (pre?.uid && pre.uid !== old.metadata.uid) {
+      throw conflict(
+        t,
+        name,
+        `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${old.metadata.uid}`,
+      );
+    }
+    if (pre?.resourceVersion && pre.resourceVersion !== old.metadata.resourceVersion) {
+      throw conflict(
+        t,
+        name,
+        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
+      );
+    }
+    const o = structuredClone(old);
+    if ((o.metadata.finalizers ?? []).length > 0) {
+      // Graceful deletion: the object stays, marked, until its last finalizer goes.
+      if (o.metadata.deletionTimestamp) return o;
+      o.metadata.deletionTimestamp = now();
+      o.metadata.deletionGracePeriodSeconds = 0;
+      if (options.dryRun) return o;
+      o.metadata.resourceVersion = this.store.nextRevision().toString();
+      this.store.put(t, "MODIFIED", o);
+      return structuredClone(o);
+    }
+    if (options.dryRun) return o;
+    if (t === namespaceType) this.deleteNamespaceContents(name);
+    o.metadata.resourceVersion = this.store.nextRevision().toString();
+    this.store.remove(t, namespace, name, o);
+    return structuredClone(o);
+  }
+
+  /** Objects seeded as they are (uid, status, resourceVersion stamped fresh): the test hook. */
+  seed(body: unknown): KubeObject {
+    if (!isObject(body) || typeof body.apiVersion !== "string" || typeof body.kind !== "string") {
+      throw badRequest("seeded objects need apiVersion and kind");
+    }
+    const t = findResourceTypeByKind(body.apiVersion, body.kind);
+    if (!t) throw badRequest(`unknown kind ${body.apiVersion}/${body.kind}`);
+    const o = this.decode(t, body);
+    if (!o.metadata.name) throw badRequest("seeded objects need metadata.name");
+    if (t.namespaced) o.metadata.namespace ??= "default";
+    o.metadata.uid ??= randomUUID();
+    o.metadata.creationTimestamp ??= now();
+    applyDefaults(t.plural, o);
+    const existed = this.store.peek(t, o.metadata.namespace, o.metadata.name) !== undefined;
+    o.metadata.resourceVersion = this.store.nextRevision().toString();
+    this.store.put(t, existed ? "MODIFIED" : "ADDED", o);
+    return structuredClone(o);
+  }
+
+  private commitUpdate(
+    t: ResourceType,
+    old: KubeObject,
+    incoming: KubeObject,
+    options: WriteOptions,
+  ): KubeObject {
+    const name = old.metadata.name ?? "";
+    const rv = incoming.metadata.resourceVersion;
+    if (rv && rv !== old.metadata.resourceVersion) throw conflict(t, name);
+    const uid = incoming.metadata.uid;
+    if (uid && uid !== old.metadata.uid) {
+      throw conflict(
+        t,
+        name,
+        `Precondition failed: UID in precondition: ${uid}, UID in object meta: ${old.metadata.uid}`,
+      );
+    }
+
+    let next: KubeObject;
+    if (options.subresource === "status") {
+      // Status writes change only status (kube resets spec and metadata from the stored object).
+      next = structuredClone(old);
+      if (incoming.status === undefined) delete next.status;
+      else next.status = structuredClone(incoming.status);
+    } else {
+      next = incoming;
+      if (t.hasStatus) {
+        if (old.status === undefined) delete next.status;
+        else next.status = structuredClone(old.status);
+      }
+      // Fields the server owns.
+      const m: Record<string, unknown> = next.metadata;
+      for (const key of serverOwnedMeta) {
+        if (old.metadata[key] === undefined) delete m[key];
+        else m[key] = old.metadata[key];
+      }
+      if (next.metadata.finalizers?.length === 0) delete m.finalizers;
+      applyDefaults(t.plural, next);
+    }
+    next.apiVersion = apiVersionOf(t);
+    next.kind = t.kind;
+    next.metadata.resourceVersion = old.metadata.resourceVersion;
+
+    const errors = validateUpdate(t.plural, next, old);
+    if (errors.length > 0) throw invalid(t, name, errors);
+    // A no-op write is not a write: same resourceVersion, no watch event (as etcd-backed kube does).
+    if (isDeepStrictEqual(next, old)) return structuredClone(old);
+    if (options.dryRun) return next;
+
+    next.metadata.resourceVersion = this.store.nextRevision().toString();
+    if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
+      // The last finalizer is gone from an object being deleted: it goes now.
+      this.store.remove(t, next.metadata.namespace, name, next);
+    } else {
+      this.store.put(t, "MODIFIED", next);
+    }
+    return structuredClone(next);
+  }
+
+  /** Parses a request body into an object of type t, checking apiVersion/kind when given. */
+  private decode(t: ResourceType, body: unknown): KubeObject {
+    if (!isObject(body)) throw badRequest("the body of the request must be a JSON object");
+    const o = structuredClone(body) as KubeObject;
+    const expected = apiVersionOf(t);
+    if (o.apiVersion !== undefined && o.apiVersion !== expected) {
+      throw badRequest(
+        `the API version in the data (${String(o.apiVersion)}) does not match the expected API version (${expected})`,
+      );
+    }
+    if (o.kind !== undefined && o.kind !== t.kind) {
+      throw badRequest(
+        `the kind in the data (${String(o.kind)}) does not match the expected kind (${t.kind})`,
+      );
+    }
+    if (o.metadata === undefined) o.metadata = {};
+    if (!isObject(o.metadata)) throw badRequest("metadata must be an object");
+    o.apiVersion = expected;
+    o.kind = t.kind;
+    return o;
+  }
+
+  private deleteNamespaceContents(ns: string): void {
+    for (const t of namespacedTypes()) {
+      for (const o of this.store.peekAll(t, ns)) {
+        const last = structuredClone(o);
+        last.metadata.resourceVersion = this.store.nextRevision().toString();
+        this.store.remove(t, ns, o.metadata.name ?? "", last);
+      }
+    }
+  }
+}
+
+function keyOf(o: KubeObject): string {
+  return o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : (o.metadata.name ?? "");
+}
+
+function namespacedTypes(): ResourceType[] {
+  return resourceTypes.filter((t) => t.namespaced);
+}
