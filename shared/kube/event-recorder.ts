@@ -45,14 +45,16 @@ export interface EventRecorderOptions {
   host?: string;
   now?: () => Date;
   logger?: EventLogger;
+  /**
+   * Write rounds per event (create, or read + conditional patch). A lost
+   * `count` bump costs little; a handful covers concurrent repeats. Default 5.
+   */
+  maxTries?: number;
 }
 
 const consoleLogger: EventLogger = {
   warn: (details, message) => console.warn(JSON.stringify({ level: "warn", msg: message, ...details })),
 };
-
-// Lost updates of `count` cost little; a handful of tries covers concurrent repeats.
-const MAX_TRIES = 4;
 
 // Names are DNS subdomains (max 253); the 17-character suffix must fit.
 const SUFFIX_LENGTH = 16;
@@ -94,6 +96,7 @@ export class EventRecorder {
   private readonly core: CoreV1Api;
   private readonly now: () => Date;
   private readonly logger: EventLogger;
+  private readonly maxTries: number;
 
   constructor(core: CoreV1Api, options: EventRecorderOptions) {
     this.core = core;
@@ -101,6 +104,7 @@ export class EventRecorder {
     this.host = options.host ?? hostname();
     this.now = options.now ?? (() => new Date());
     this.logger = options.logger ?? consoleLogger;
+    this.maxTries = Math.max(1, options.maxTries ?? 5);
   }
 
   /** Records one Event about `involved`. Never throws; the result says what happened. */
@@ -180,13 +184,17 @@ export class EventRecorder {
   private async createOrBump(body: CoreV1Event): Promise<Omit<EventRecordResult, "name" | "namespace">> {
     const name = body.metadata.name ?? "";
     const namespace = body.metadata.namespace ?? "default";
+    let create = true;
     let lastError: unknown;
-    for (let attempt = 0; attempt < MAX_TRIES; attempt++) {
-      try {
-        const created = await this.core.createNamespacedEvent({ namespace, body });
-        return { outcome: "created", count: created.count ?? 1 };
-      } catch (err) {
-        if (!isAlreadyExists(err)) throw err;
+    for (let attempt = 0; attempt < this.maxTries; attempt++) {
+      if (create) {
+        try {
+          const created = await this.core.createNamespacedEvent({ namespace, body });
+          return { outcome: "created", count: created.count ?? 1 };
+        } catch (err) {
+          if (!isAlreadyExists(err)) throw err;
+          create = false;
+        }
       }
       try {
         const existing = await this.core.readNamespacedEvent({ name, namespace });
@@ -202,8 +210,9 @@ export class EventRecorder {
         );
         return { outcome: "bumped", count: patched.count ?? count };
       } catch (err) {
-        // Deleted (TTL) between create and read: create again. Raced another bump: read again.
-        if (!isNotFound(err) && !isConflict(err)) throw err;
+        // Deleted (Event TTL) since the create: create again. Raced another bump: read again.
+        if (isNotFound(err)) create = true;
+        else if (!isConflict(err)) throw err;
         lastError = err;
       }
     }

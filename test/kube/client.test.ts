@@ -91,3 +91,25 @@ test("createKubeClients binds core and storage clients to the config", () => {
   assert.equal(typeof clients.core.readNamespacedPersistentVolumeClaim, "function");
   assert.equal(typeof clients.storage.readVolumeAttachment, "function");
 });
+
+test("against the sandbox: KUBECONFIG → typed clients over real HTTP", async (t) => {
+  const { startTestSandbox } = await import("../helpers/sandbox.ts");
+  const sandbox = await startTestSandbox();
+  t.after(() => sandbox.close());
+  const { core, storage } = createKubeClients(loadKubeConfig({ KUBECONFIG: sandbox.kubeconfigPath }));
+
+  const created = await core.createNamespacedPersistentVolumeClaim({
+    namespace: "default",
+    body: {
+      metadata: { name: "data" },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    },
+  });
+  assert.ok(created.metadata?.uid);
+  const read = await core.readNamespacedPersistentVolumeClaim({ name: "data", namespace: "default" });
+  assert.equal(read.metadata?.resourceVersion, created.metadata?.resourceVersion);
+  assert.deepEqual((await storage.listVolumeAttachment()).items, []);
+  const counters = await sandbox.admin.counters();
+  assert.equal(counters["create persistentvolumeclaims"], 1);
+  assert.equal(counters["get persistentvolumeclaims"], 1);
+});

@@ -74,3 +74,76 @@ test("other read errors propagate; a nameless object is bad input", async () => 
     InvalidEventObjectError,
   );
 });
+
+test("against the sandbox: same, api-newer, event-newer, gone, recreated; every call is a live GET", async (t) => {
+  const { startTestSandbox } = await import("../helpers/sandbox.ts");
+  const { createKubeClients } = await import("../../shared/kube/client.ts");
+  const sandbox = await startTestSandbox();
+  t.after(() => sandbox.close());
+  const { core } = createKubeClients(sandbox.kubeConfig);
+  const readClaim = (ns: string, name: string) =>
+    core.readNamespacedPersistentVolumeClaim({ name, namespace: ns });
+  const readVolume = (_ns: string, name: string) => core.readPersistentVolume({ name });
+
+  await sandbox.admin.seed([
+    { apiVersion: "v1", kind: "Namespace", metadata: { name: "ns1" } },
+    {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "claim", namespace: "ns1" },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    },
+    {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: { name: "pv1" },
+      spec: { capacity: { storage: "1Gi" }, accessModes: ["ReadWriteOnce"], hostPath: { path: "/tmp/pv1" } },
+    },
+  ]);
+  await sandbox.admin.resetCounters();
+
+  const v1 = await core.readNamespacedPersistentVolumeClaim({ name: "claim", namespace: "ns1" });
+  const same = await rehydrate(v1, readClaim);
+  assert.equal(same.relation, "same");
+  assert.equal(same.current?.metadata?.uid, v1.metadata?.uid);
+
+  const v2 = await core.replaceNamespacedPersistentVolumeClaim({
+    name: "claim",
+    namespace: "ns1",
+    body: { ...v1, metadata: { ...v1.metadata, labels: { changed: "yes" } } },
+  });
+  const stale = await rehydrate(v1, readClaim);
+  assert.equal(stale.relation, "api-newer");
+  assert.equal(stale.current?.metadata?.resourceVersion, v2.metadata?.resourceVersion);
+
+  const fromTheFuture = {
+    ...v2,
+    metadata: { ...v2.metadata, resourceVersion: String(BigInt(v2.metadata?.resourceVersion ?? "0") + 100n) },
+  };
+  assert.equal((await rehydrate(fromTheFuture, readClaim)).relation, "event-newer");
+
+  const pv = await rehydrate(
+    { kind: "PersistentVolume", metadata: { name: "pv1", resourceVersion: "1" } },
+    readVolume,
+  );
+  assert.equal(pv.relation, "api-newer");
+  assert.equal(pv.current?.metadata?.name, "pv1");
+
+  // One explicit read plus four rehydrations, one GET each: nothing is served from a cache.
+  const counters = await sandbox.admin.counters();
+  assert.equal(counters["get persistentvolumeclaims"], 4);
+  assert.equal(counters["get persistentvolumes"], 1);
+
+  await core.deleteNamespacedPersistentVolumeClaim({ name: "claim", namespace: "ns1" });
+  assert.deepEqual(await rehydrate(v2, readClaim), { current: null, relation: "gone", recreated: false });
+
+  await core.createNamespacedPersistentVolumeClaim({
+    namespace: "ns1",
+    body: {
+      metadata: { name: "claim" },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "2Gi" } } },
+    },
+  });
+  const again = await rehydrate(v2, readClaim);
+  assert.deepEqual([again.relation, again.recreated], ["api-newer", true]);
+});
