@@ -129,17 +129,21 @@ export class EventRecorder {
       );
       return { ...result, name, namespace };
     } catch (error) {
-      this.logger.warn(
-        {
-          component: this.component,
-          event: name,
-          namespace,
-          involved: `${involved.kind ?? "?"}/${involved.metadata?.namespace ?? ""}/${involved.metadata?.name ?? "?"}`,
-          reason,
-          error: error instanceof Error ? error.message : String(error),
-        },
-        "could not record Event",
-      );
+      try {
+        this.logger.warn(
+          {
+            component: this.component,
+            event: name,
+            namespace,
+            involved: `${involved.kind ?? "?"}/${involved.metadata?.namespace ?? ""}/${involved.metadata?.name ?? "?"}`,
+            reason,
+            error: error instanceof Error ? error.message : String(error),
+          },
+          "could not record Event",
+        );
+      } catch {
+        // A broken logger must not turn a lost Event into a failed operation either.
+      }
       return { outcome: "failed", name, namespace, error };
     }
   }
