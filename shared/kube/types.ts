@@ -1,0 +1,209 @@
+// The Kubernetes objects the storage controllers read and write, as plain
+// JSON: exactly what goes over the wire (timestamps are RFC 3339 strings), with
+// index signatures so fields this code does not know survive a read-modify-
+// write against a newer API server instead of being dropped.
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generateName?: string;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  deletionGracePeriodSeconds?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  ownerReferences?: Record<string, unknown>[];
+  [key: string]: unknown;
+}
+
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: ObjectMeta;
+  [key: string]: unknown;
+}
+
+export interface ObjectReference {
+  apiVersion?: string;
+  kind?: string;
+  namespace?: string;
+  name?: string;
+  uid?: string;
+  resourceVersion?: string;
+  fieldPath?: string;
+}
+
+export type AccessMode = "ReadWriteOnce" | "ReadOnlyMany" | "ReadWriteMany" | "ReadWriteOncePod";
+export type VolumeMode = "Filesystem" | "Block";
+export type ReclaimPolicy = "Retain" | "Delete" | "Recycle";
+
+export interface LabelSelectorRequirement {
+  key: string;
+  operator: string;
+  values?: string[];
+}
+
+export interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: LabelSelectorRequirement[];
+}
+
+export interface NodeSelectorRequirement {
+  key: string;
+  operator: string;
+  values?: string[];
+}
+
+export interface NodeSelectorTerm {
+  matchExpressions?: NodeSelectorRequirement[];
+  matchFields?: NodeSelectorRequirement[];
+}
+
+export interface CSIPersistentVolumeSource {
+  driver: string;
+  volumeHandle: string;
+  readOnly?: boolean;
+  fsType?: string;
+  volumeAttributes?: Record<string, string>;
+  controllerPublishSecretRef?: SecretReference;
+  nodeStageSecretRef?: SecretReference;
+  nodePublishSecretRef?: SecretReference;
+  controllerExpandSecretRef?: SecretReference;
+  nodeExpandSecretRef?: SecretReference;
+  [key: string]: unknown;
+}
+
+export interface SecretReference {
+  name?: string;
+  namespace?: string;
+}
+
+export interface PersistentVolumeSpec {
+  capacity?: Record<string, string>;
+  accessModes?: string[];
+  claimRef?: ObjectReference | null;
+  persistentVolumeReclaimPolicy?: string;
+  storageClassName?: string;
+  mountOptions?: string[];
+  volumeMode?: string;
+  nodeAffinity?: { required?: { nodeSelectorTerms: NodeSelectorTerm[] } };
+  csi?: CSIPersistentVolumeSource;
+  [key: string]: unknown;
+}
+
+export interface PersistentVolumeStatus {
+  phase?: string;
+  message?: string;
+  reason?: string;
+  lastPhaseTransitionTime?: string;
+  [key: string]: unknown;
+}
+
+export interface PersistentVolume extends KubeObject {
+  spec: PersistentVolumeSpec;
+  status?: PersistentVolumeStatus;
+}
+
+export interface PersistentVolumeClaimSpec {
+  accessModes?: string[];
+  selector?: LabelSelector | null;
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  volumeName?: string;
+  storageClassName?: string | null;
+  volumeMode?: string;
+  dataSource?: TypedLocalObjectReference | null;
+  dataSourceRef?: (TypedLocalObjectReference & { namespace?: string }) | null;
+  [key: string]: unknown;
+}
+
+export interface TypedLocalObjectReference {
+  apiGroup?: string;
+  kind: string;
+  name: string;
+}
+
+export interface PersistentVolumeClaimStatus {
+  phase?: string;
+  accessModes?: string[];
+  capacity?: Record<string, string>;
+  conditions?: Record<string, unknown>[];
+  [key: string]: unknown;
+}
+
+export interface PersistentVolumeClaim extends KubeObject {
+  spec: PersistentVolumeClaimSpec;
+  status?: PersistentVolumeClaimStatus;
+}
+
+export interface StorageClass extends KubeObject {
+  provisioner: string;
+  parameters?: Record<string, string>;
+  reclaimPolicy?: string;
+  mountOptions?: string[];
+  allowVolumeExpansion?: boolean;
+  volumeBindingMode?: string;
+  allowedTopologies?: { matchLabelExpressions?: { key: string; values: string[] }[] }[];
+}
+
+export interface PodVolume {
+  name: string;
+  persistentVolumeClaim?: { claimName: string; readOnly?: boolean };
+  ephemeral?: { volumeClaimTemplate?: Record<string, unknown> };
+  [key: string]: unknown;
+}
+
+export interface Pod extends KubeObject {
+  spec: { nodeName?: string; volumes?: PodVolume[]; [key: string]: unknown };
+  status?: { phase?: string; [key: string]: unknown };
+}
+
+export interface Node extends KubeObject {
+  spec?: { taints?: { key: string; value?: string; effect: string }[]; [key: string]: unknown };
+  status?: {
+    conditions?: { type: string; status: string }[];
+    volumesInUse?: string[];
+    volumesAttached?: { name: string; devicePath: string }[];
+    [key: string]: unknown;
+  };
+}
+
+export interface VolumeAttachment extends KubeObject {
+  spec: {
+    attacher: string;
+    nodeName: string;
+    source: { persistentVolumeName?: string; inlineVolumeSpec?: Record<string, unknown> };
+  };
+  status?: {
+    attached: boolean;
+    attachmentMetadata?: Record<string, string>;
+    attachError?: VolumeError;
+    detachError?: VolumeError;
+  };
+}
+
+export interface VolumeError {
+  time?: string;
+  message?: string;
+  errorCode?: number;
+}
+
+export interface CSINode extends KubeObject {
+  spec: {
+    drivers: { name: string; nodeID: string; topologyKeys?: string[]; allocatable?: { count?: number } }[];
+  };
+}
+
+export interface CSIDriver extends KubeObject {
+  spec: { attachRequired?: boolean; podInfoOnMount?: boolean; [key: string]: unknown };
+}
+
+export interface KubeEvent extends KubeObject {
+  involvedObject: ObjectReference;
+  reason?: string;
+  message?: string;
+  type?: string;
+  count?: number;
+}
