@@ -1,0 +1,44 @@
+// provisionClaim: hand a claim with a class to that class's provisioner. The
+// controller has no in-tree plugins, so every provisioner outside
+// kubernetes.io/ is external: annotate the claim and say so with an Event.
+import type { PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
+import { annBetaStorageProvisioner, annStorageProvisioner, message, reason } from "./constants.ts";
+import type { Planner } from "./plan.ts";
+import { claimClass } from "./volume-helpers.ts";
+
+export function provisionClaim(
+  p: Planner,
+  claim: PersistentVolumeClaim,
+  cls: StorageClass | undefined,
+): void {
+  if (!cls) {
+    // Observed: the class does not exist; every later sync tries again.
+    p.event(claim, "Warning", reason.provisioningFailed, message.classNotFound(claimClass(claim)));
+    p.decided(`StorageClass ${claimClass(claim)} not found`);
+    return;
+  }
+  const provisioner = cls.provisioner;
+  if (provisioner.startsWith("kubernetes.io/")) {
+    // Observed: an in-tree provisioner name (e.g. kubernetes.io/no-provisioner): there is no such plugin here.
+    p.event(claim, "Warning", reason.provisioningFailed, message.noProvisionablePlugin(provisioner));
+    p.decided(`no volume plugin for provisioner ${provisioner}`);
+    return;
+  }
+  let annotated = claim;
+  if (claim.metadata.annotations?.[annStorageProvisioner] !== provisioner) {
+    annotated = {
+      ...claim,
+      metadata: {
+        ...claim.metadata,
+        annotations: {
+          ...claim.metadata.annotations,
+          [annBetaStorageProvisioner]: provisioner,
+          [annStorageProvisioner]: provisioner,
+        },
+      },
+    };
+    p.write({ op: "update-claim", claim: annotated });
+  }
+  p.event(annotated, "Normal", reason.externalProvisioning, message.externalProvisioning(provisioner));
+  p.decided(`waiting for external provisioner ${provisioner}`);
+}

@@ -1,0 +1,136 @@
+// Small facts about claims and volumes that every binder decision asks:
+// which class, how big, which modes, who is bound to whom.
+import { compareQuantities, parseQuantityBytes } from "../kube/quantity.ts";
+import type {
+  ObjectReference,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  StorageClass,
+} from "../kube/types.ts";
+import {
+  annBetaDefaultClass,
+  annBetaStorageClass,
+  annBoundByController,
+  annDefaultClass,
+  annSelectedNode,
+} from "./constants.ts";
+
+/** The claim's class: the beta annotation wins over spec.storageClassName; "" when neither. */
+export function claimClass(claim: PersistentVolumeClaim): string {
+  const beta = claim.metadata.annotations?.[annBetaStorageClass];
+  if (beta !== undefined) return beta;
+  return claim.spec.storageClassName ?? "";
+}
+
+/** Whether the user asked for a class at all ("" counts: it means "no class, no default"). */
+export function claimHasClass(claim: PersistentVolumeClaim): boolean {
+  return (
+    claim.metadata.annotations?.[annBetaStorageClass] !== undefined ||
+    (claim.spec.storageClassName !== undefined && claim.spec.storageClassName !== null)
+  );
+}
+
+export function volumeClass(volume: PersistentVolume): string {
+  const beta = volume.metadata.annotations?.[annBetaStorageClass];
+  if (beta !== undefined) return beta;
+  return volume.spec.storageClassName ?? "";
+}
+
+export function requestedStorage(claim: PersistentVolumeClaim): string {
+  return claim.spec.resources?.requests?.storage ?? "0";
+}
+
+export function volumeCapacity(volume: PersistentVolume): string {
+  return volume.spec.capacity?.storage ?? "0";
+}
+
+/** capacity >= request, exactly (quantities compared without float error); unparsable sizes never match. */
+export function volumeIsLargeEnough(volume: PersistentVolume, claim: PersistentVolumeClaim): boolean {
+  try {
+    return compareQuantities(volumeCapacity(volume), requestedStorage(claim)) >= 0;
+  } catch {
+    return false;
+  }
+}
+
+export function capacityBytes(volume: PersistentVolume): bigint {
+  try {
+    return parseQuantityBytes(volumeCapacity(volume));
+  } catch {
+    return 0n;
+  }
+}
+
+/** nil volumeMode means Filesystem on both sides (an older API server may not default it). */
+export function volumeModeMismatch(claim: PersistentVolumeClaim, volume: PersistentVolume): boolean {
+  return (claim.spec.volumeMode ?? "Filesystem") !== (volume.spec.volumeMode ?? "Filesystem");
+}
+
+/** Every mode the claim asks for is offered by the volume. */
+export function volumeHasAccessModes(volume: PersistentVolume, claim: PersistentVolumeClaim): boolean {
+  const offered = new Set(volume.spec.accessModes ?? []);
+  return (claim.spec.accessModes ?? []).every((m) => offered.has(m));
+}
+
+/** The volume's claimRef points at this claim (by namespace/name, and uid when the ref has one). */
+export function isVolumeBoundToClaim(volume: PersistentVolume, claim: PersistentVolumeClaim): boolean {
+  const ref = volume.spec.claimRef;
+  if (!ref) return false;
+  if (ref.name !== claim.metadata.name || ref.namespace !== claim.metadata.namespace) return false;
+  return !ref.uid || ref.uid === claim.metadata.uid;
+}
+
+export function claimKey(claim: { metadata: { namespace?: string; name: string } }): string {
+  return `${claim.metadata.namespace ?? ""}/${claim.metadata.name}`;
+}
+
+export function claimRefKey(ref: ObjectReference): string {
+  return `${ref.namespace ?? ""}/${ref.name ?? ""}`;
+}
+
+export function hasAnnotation(
+  o: { metadata: { annotations?: Record<string, string> } },
+  key: string,
+): boolean {
+  return o.metadata.annotations?.[key] !== undefined;
+}
+
+export function isBoundByController(o: { metadata: { annotations?: Record<string, string> } }): boolean {
+  return hasAnnotation(o, annBoundByController);
+}
+
+/** The scheduler picked a node for this WaitForFirstConsumer claim. */
+export function isDelayBindingProvisioning(claim: PersistentVolumeClaim): boolean {
+  return hasAnnotation(claim, annSelectedNode);
+}
+
+export function isDefaultClass(cls: StorageClass): boolean {
+  const a = cls.metadata.annotations ?? {};
+  return a[annDefaultClass] === "true" || a[annBetaDefaultClass] === "true";
+}
+
+/** The default class: newest creationTimestamp wins, ties by name (as upstream since 1.28). */
+export function defaultStorageClass(classes: readonly StorageClass[]): StorageClass | undefined {
+  let best: StorageClass | undefined;
+  for (const c of classes) {
+    if (!isDefaultClass(c)) continue;
+    if (!best) {
+      best = c;
+      continue;
+    }
+    const a = Date.parse(c.metadata.creationTimestamp ?? "") || 0;
+    const b = Date.parse(best.metadata.creationTimestamp ?? "") || 0;
+    if (a > b || (a === b && c.metadata.name < best.metadata.name)) best = c;
+  }
+  return best;
+}
+
+const accessModeOrder = ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"];
+
+/** A canonical key for a set of access modes (deduplicated, fixed order), as upstream's PV index uses. */
+export function accessModesKey(modes: readonly string[] | undefined): string {
+  const set = new Set(modes ?? []);
+  const known = accessModeOrder.filter((m) => set.has(m));
+  const unknown = [...set].filter((m) => !accessModeOrder.includes(m)).sort();
+  return [...known, ...unknown].join(",");
+}
