@@ -1957,3 +1957,75 @@ describe("binder: Event messages match upstream's wording", () => {
     ]);
   });
 });
+
+describe("binder: explain why a claim is Pending", () => {
+  it("lists every volume with the reason it was passed over, and what the claim waits for", async () => {
+    const { explainClaim } = await import("../../shared/binder/explain.ts");
+    const claim = withLabelSelector(
+      { tier: "gold" },
+      newClaim("c", "uid-c", "5Gi", "", Pending, classExternal),
+    );
+    const volumes = [
+      withLabels({ tier: "gold" }, newVolume("too-small", "1Gi", "", "", Available, Retain, classExternal)),
+      withLabels({ tier: "gold" }, newVolume("other-class", "10Gi", "", "", Available, Retain, classGold)),
+      newVolume("no-labels", "10Gi", "", "", Available, Retain, classExternal),
+      withLabels(
+        { tier: "gold" },
+        newVolume("taken", "10Gi", "uid-x", "someone", BoundV, Retain, classExternal),
+      ),
+      withLabels(
+        { tier: "gold" },
+        withAccessModes_v(
+          ["ReadWriteMany"],
+          newVolume("rwx", "10Gi", "", "", Available, Retain, classExternal),
+        ),
+      ),
+      withLabels({ tier: "gold" }, newVolume("released", "10Gi", "", "", Released, Retain, classExternal)),
+      withVolumeMode(
+        block,
+        withLabels({ tier: "gold" }, newVolume("block", "10Gi", "", "", Available, Retain, classExternal)),
+      ),
+    ];
+    const e = explainClaim(claim, {
+      volumes,
+      classes: [storageClass(classExternal, mockProvisioner)],
+      pods: [],
+      now: "2026-01-01T00:00:00Z",
+    });
+    assert.deepEqual(
+      e.volumes.map((v) => [v.name, v.verdict, v.reason]),
+      [
+        ["too-small", "not chosen", "too-small"],
+        ["other-class", "not chosen", "class"],
+        ["no-labels", "not chosen", "selector"],
+        ["taken", "not chosen", "bound-to-other-claim"],
+        ["rwx", "not chosen", "access-modes"],
+        ["released", "not chosen", "phase"],
+        ["block", "not chosen", "volume-mode"],
+      ],
+    );
+    assert.equal(e.decision, `waiting for external provisioner ${mockProvisioner}`);
+    assert.match(e.waitingFor, /the provisioner 'example.com\/mock-provisioner' to create a volume/);
+  });
+
+  it("says which volume the next sync binds, and that WaitForFirstConsumer waits for a pod", async () => {
+    const { explainClaim } = await import("../../shared/binder/explain.ts");
+    const view = {
+      volumes: [newVolume("v", "1Gi", "", "", Available, Retain, classEmpty)],
+      classes: [],
+      pods: [],
+      now: "2026-01-01T00:00:00Z",
+    };
+    const e = explainClaim(newClaim("c", "uid-c", "1Gi", "", Pending, classEmpty), view);
+    assert.deepEqual(e.volumes, [{ name: "v", verdict: "would bind" }]);
+    assert.equal(e.waitingFor, "nothing: the next sync binds it to volume v");
+    const wait = explainClaim(newClaim("w", "uid-w", "1Gi", "", Pending, classWait), {
+      volumes: [newVolume("v", "1Gi", "", "", Available, Retain, classWait)],
+      classes: [storageClass(classWait, mockProvisioner, { bindingMode: "WaitForFirstConsumer" })],
+      pods: [],
+      now: "2026-01-01T00:00:00Z",
+    });
+    assert.equal(wait.volumes[0]?.reason, "delayed-binding");
+    assert.match(wait.waitingFor, /a pod that uses this claim to be scheduled/);
+  });
+});
