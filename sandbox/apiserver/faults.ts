@@ -7,7 +7,7 @@ export interface FaultSettings {
   conflictProbability?: number;
   /** Probability of a server error (errorCode) on any matching request. */
   errorProbability?: number;
-  errorCode?: 500 | 503;
+  errorCode?: InjectedErrorCode;
   /** Added to every matching request. */
   latencyMs?: number;
   verbs?: string[];
@@ -15,6 +15,9 @@ export interface FaultSettings {
   /** Seed for a reproducible sequence; Math.random when absent. */
   seed?: number;
 }
+
+export type InjectedErrorCode = 429 | 500 | 502 | 503 | 504;
+const injectableCodes: readonly number[] = [429, 500, 502, 503, 504];
 
 const conflictVerbs = new Set(["update", "patch", "delete"]);
 
@@ -37,8 +40,10 @@ export function parseFaultSettings(body: unknown): FaultSettings {
   const ep = clampProbability(b.errorProbability);
   if (ep !== undefined) out.errorProbability = ep;
   if (b.errorCode !== undefined) {
-    if (b.errorCode !== 500 && b.errorCode !== 503) throw new Error("errorCode must be 500 or 503");
-    out.errorCode = b.errorCode;
+    if (typeof b.errorCode !== "number" || !injectableCodes.includes(b.errorCode)) {
+      throw new Error(`errorCode must be one of ${injectableCodes.join(", ")}`);
+    }
+    out.errorCode = b.errorCode as InjectedErrorCode;
   }
   if (typeof b.latencyMs === "number" && b.latencyMs >= 0 && b.latencyMs <= 60_000)
     out.latencyMs = b.latencyMs;
@@ -93,17 +98,7 @@ export class FaultInjector {
     if (!this.applies(verb, resource)) return undefined;
     const s = this.settings;
     if (s.errorProbability && this.random() < s.errorProbability) {
-      if ((s.errorCode ?? 503) === 500) {
-        return new ApiError(500, "InternalError", "Internal error occurred: injected fault");
-      }
-      return new ApiError(
-        503,
-        "ServiceUnavailable",
-        "the server is currently unable to handle the request (injected fault)",
-        {
-          retryAfterSeconds: 1,
-        },
-      );
+      return injectedError(s.errorCode ?? 503);
     }
     if (s.conflictProbability && conflictVerbs.has(verb) && this.random() < s.conflictProbability) {
       return new ApiError(
@@ -114,5 +109,38 @@ export class FaultInjector {
       );
     }
     return undefined;
+  }
+}
+
+function injectedError(code: InjectedErrorCode): ApiError {
+  switch (code) {
+    case 429:
+      return new ApiError(
+        429,
+        "TooManyRequests",
+        "Too many requests, please try again later. (injected fault)",
+        {
+          retryAfterSeconds: 1,
+        },
+      );
+    case 500:
+      return new ApiError(500, "InternalError", "Internal error occurred: injected fault");
+    case 502:
+      return new ApiError(502, "InternalError", "bad gateway (injected fault)");
+    case 504:
+      return new ApiError(
+        504,
+        "Timeout",
+        "the server was unable to return a response in the time allotted (injected fault)",
+      );
+    case 503:
+      return new ApiError(
+        503,
+        "ServiceUnavailable",
+        "the server is currently unable to handle the request (injected fault)",
+        {
+          retryAfterSeconds: 1,
+        },
+      );
   }
 }

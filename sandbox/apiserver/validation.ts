@@ -61,6 +61,25 @@ const pvSources = [
 ];
 
 const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
+  events(o) {
+    // kube-apiserver ties a core/v1 Event to its object's namespace; cluster-scoped objects' Events live in "default".
+    const involvedNs = obj(o.involvedObject).namespace;
+    const ns = o.metadata.namespace ?? "";
+    if (typeof involvedNs === "string" && involvedNs !== "" && involvedNs !== ns) {
+      return [
+        {
+          field: "involvedObject.namespace",
+          message: `Invalid value: "${involvedNs}": does not match event.namespace`,
+        },
+      ];
+    }
+    if ((involvedNs === undefined || involvedNs === "") && ns !== "default" && ns !== "") {
+      return [
+        { field: "involvedObject.namespace", message: `Invalid value: "": does not match event.namespace` },
+      ];
+    }
+    return [];
+  },
   persistentvolumeclaims(o) {
     const spec = obj(o.spec);
     const errs: FieldError[] = [];
