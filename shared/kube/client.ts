@@ -10,6 +10,7 @@ import { existsSync } from "node:fs";
 import { isIPv6 } from "node:net";
 import { delimiter } from "node:path";
 import { CoreV1Api, KubeConfig, StorageV1Api } from "@kubernetes/client-node";
+import { KubeJsonClient, type KubeJsonClientOptions } from "./json-client.ts";
 
 export type Env = Record<string, string | undefined>;
 
@@ -87,13 +88,20 @@ function loadInCluster(env: Env, prefix: string): KubeConfig {
 /** The API clients the controllers use, all bound to one KubeConfig. */
 export interface KubeClients {
   kubeConfig: KubeConfig;
+  /**
+   * Plain JSON, pooled connections: use this for read-modify-write. The typed
+   * APIs below drop fields client-node does not know and open a new
+   * connection per request when TLS options are set.
+   */
+  json: KubeJsonClient;
   core: CoreV1Api;
   storage: StorageV1Api;
 }
 
-export function createKubeClients(kc: KubeConfig): KubeClients {
+export function createKubeClients(kc: KubeConfig, jsonOptions?: KubeJsonClientOptions): KubeClients {
   return {
     kubeConfig: kc,
+    json: new KubeJsonClient(kc, jsonOptions),
     core: kc.makeApiClient(CoreV1Api),
     storage: kc.makeApiClient(StorageV1Api),
   };
