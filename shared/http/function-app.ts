@@ -1,0 +1,287 @@
+// The HTTP shell every function shares: it owns the wire (body limits, status
+// codes, JSON errors, request ids, logs, metrics, probes) so a function only
+// supplies "parse the envelope" and "handle one event".
+//
+//   POST /         parse the body into events, handle them in order, 200 {function, results}
+//   POST /resync   a full pass (404 when the function has none)
+//   GET  /healthz  200 while the process lives
+//   GET  /readyz   200 when spec.ready() says so (503 while shutting down)
+//   GET  /metrics  Prometheus text
+//   anything else  the function's own routes, else 405 (known path) / 404, JSON
+
+import { AsyncLocalStorage } from "node:async_hooks";
+import { randomUUID } from "node:crypto";
+import type { IncomingHttpHeaders } from "node:http";
+import type { Express, NextFunction, Request, RequestHandler, Response, Router } from "express";
+import express from "express";
+import type { EventLogFields, Logger } from "../log.ts";
+import { createLogger, requestLogger } from "../log.ts";
+import type { Registry } from "../metrics.ts";
+import { outcomeOfStatus, processMetrics, requestMetrics } from "../metrics.ts";
+import { classifyError } from "./errors.ts";
+import { allows, matchRoute } from "./route-table.ts";
+
+export interface RequestContext {
+  log: Logger;
+  requestId: string;
+  /** Aborted when the client disconnects before the answer; pass it to long calls. */
+  signal: AbortSignal;
+}
+
+export interface FunctionSpec<E> {
+  /** "binder": used in logs, metrics labels and answers. */
+  name: string;
+  /** Throws an error with `status` 400..499 (e.g. EnvelopeError) on bad input. May return []. */
+  parseEvents(headers: IncomingHttpHeaders, body: Buffer): E[];
+  /** Returns a summary that goes into the 200 body. */
+  handleEvent(event: E, ctx: RequestContext): Promise<object>;
+  /** Log fields for one event (eventId, objectKey, resourceVersion); handleEvent's ctx.log carries them. */
+  describeEvent?(event: E): EventLogFields;
+  resync?(ctx: RequestContext): Promise<object>;
+  /**
+   * Extra routes (usually GET, e.g. /explain/...). `ctx()` returns the current
+   * request's context inside a handler. POST handlers that need the body use
+   * `rawBody()` from this module.
+   */
+  routes?(router: Router, ctx: () => RequestContext): void;
+  /** Readiness beyond "listening", e.g. "the CSI driver answers Probe". */
+  ready?(): Promise<boolean>;
+  /** Defaults to the process registry (shared/metrics processMetrics()). */
+  metrics?: Registry;
+  /** Defaults to createLogger({ name }). */
+  logger?: Logger;
+  /** Defaults to MAX_BODY_BYTES, then 1 MiB. */
+  maxBodyBytes?: number;
+}
+
+/** What serveFunction (and tests) need beyond the express app itself. */
+export interface FunctionRuntime {
+  readonly name: string;
+  readonly log: Logger;
+  readonly metrics: Registry;
+  /** Set when shutting down: /readyz answers 503 so no new traffic is routed here. */
+  draining: boolean;
+}
+
+export type FunctionApp = Express & { readonly runtime: FunctionRuntime };
+
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+const READY_TIMEOUT_MS = 5000;
+const PROBE_ROUTES = new Set(["/healthz", "/readyz", "/metrics"]);
+
+/** MAX_BODY_BYTES, validated, so a typo fails at start instead of at the first request. */
+export function maxBodyBytesFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.MAX_BODY_BYTES?.trim();
+  if (raw === undefined || raw === "") return DEFAULT_MAX_BODY_BYTES;
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0 || !Number.isSafeInteger(Number(raw))) {
+    throw new Error(`MAX_BODY_BYTES must be a positive integer number of bytes, got ${JSON.stringify(raw)}`);
+  }
+  return Number(raw);
+}
+
+interface RequestState {
+  ctx: RequestContext;
+  /** The logger for what is being handled right now (per event once known). */
+  log: Logger;
+  started: bigint;
+  route?: string;
+}
+
+const states = new WeakMap<Request, RequestState>();
+const current = new AsyncLocalStorage<RequestContext>();
+
+function stateOf(req: Request): RequestState {
+  const state = states.get(req);
+  if (state === undefined) throw new Error("request context missing: middleware order broken");
+  return state;
+}
+
+/** The current request's context; only valid inside a request handler. */
+function currentContext(): RequestContext {
+  const ctx = current.getStore();
+  if (ctx === undefined) throw new Error("ctx() called outside a request handler");
+  return ctx;
+}
+
+/**
+ * Reads the whole body as a Buffer, whatever the Content-Type (envelopes are
+ * told apart by the parser, not by express), up to `limit` bytes (413 beyond).
+ * Re-enters the request context afterwards, in case stream callbacks ran outside it.
+ */
+export function rawBody(limit: number = maxBodyBytesFromEnv()): RequestHandler {
+  const parse = express.raw({ type: () => true, limit });
+  return (req, res, next) => {
+    const ctx = current.getStore();
+    parse(req, res, (err?: unknown) => {
+      if (ctx === undefined) next(err);
+      else current.run(ctx, () => next(err));
+    });
+  };
+}
+
+// ce-id / x-request-id are echoed into logs and a response header: only
+// accept printable ASCII of sane length, otherwise make our own.
+const REQUEST_ID = /^[\x20-\x7e]{1,200}$/;
+
+function requestIdOf(headers: IncomingHttpHeaders): string {
+  for (const name of ["ce-id", "x-request-id"]) {
+    const value = headers[name];
+    const id = Array.isArray(value) ? value[0] : value;
+    if (id !== undefined && REQUEST_ID.test(id)) return id;
+  }
+  return randomUUID();
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
+  const log = spec.logger ?? createLogger({ name: spec.name });
+  const metrics = spec.metrics ?? processMetrics();
+  const requests = requestMetrics(metrics);
+  const limit = spec.maxBodyBytes ?? maxBodyBytesFromEnv();
+  const runtime: FunctionRuntime = { name: spec.name, log, metrics, draining: false };
+
+  const app = express();
+  app.disable("x-powered-by");
+  app.disable("etag");
+
+  const builtin = express.Router();
+  const extra = express.Router();
+  spec.routes?.(extra, currentContext);
+  const routers = [builtin, extra];
+
+  // Context, request id, and the one log line + metrics per request.
+  app.use((req, res, next) => {
+    const requestId = requestIdOf(req.headers);
+    const abort = new AbortController();
+    const ctxLog = log.child({ requestId });
+    const ctx: RequestContext = { log: ctxLog, requestId, signal: abort.signal };
+    const state: RequestState = { ctx, log: ctxLog, started: process.hrtime.bigint() };
+    states.set(req, state);
+    res.setHeader("x-request-id", requestId);
+    res.setHeader("x-content-type-options", "nosniff");
+    res.once("close", () => {
+      const aborted = !res.writableFinished;
+      if (aborted) abort.abort(new DOMException("client disconnected", "AbortError"));
+      const seconds = Number(process.hrtime.bigint() - state.started) / 1e9;
+      const route = state.route ?? "unmatched";
+      const outcome = aborted ? "aborted" : outcomeOfStatus(res.statusCode);
+      requests.observe({ function: spec.name, route, outcome }, seconds);
+      const line = {
+        method: req.method,
+        route,
+        path: req.path,
+        status: aborted ? undefined : res.statusCode,
+        outcome,
+        durationMs: Math.round(seconds * 1e6) / 1e3,
+      };
+      // Probes arrive every few seconds; keep them out of the info stream.
+      if (PROBE_ROUTES.has(route) && outcome === "ok") ctxLog.debug(line, "request");
+      else ctxLog.info(line, "request");
+    });
+    current.run(ctx, next);
+  });
+
+  // 405 / OPTIONS for known paths, before any router could answer OPTIONS in plain text.
+  app.use((req, res, next) => {
+    const match = matchRoute(routers, req.path);
+    if (match === undefined) return next();
+    stateOf(req).route = match.pattern;
+    if (allows(match, req.method)) return next();
+    const allow = [...match.methods].sort().join(", ");
+    res.setHeader("allow", allow);
+    if (req.method === "OPTIONS") return void res.status(204).end();
+    res
+      .status(405)
+      .json({ error: `method ${req.method} not allowed on ${match.pattern}; allowed: ${allow}` });
+  });
+
+  builtin.post("/", rawBody(limit), async (req, res) => {
+    const state = stateOf(req);
+    const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    const events = spec.parseEvents(req.headers, body);
+    if (!Array.isArray(events)) throw new Error(`${spec.name}: parseEvents did not return an array`);
+    const results: object[] = [];
+    for (const event of events) {
+      state.ctx.signal.throwIfAborted();
+      const eventLog = spec.describeEvent
+        ? requestLogger(state.ctx.log, spec.describeEvent(event))
+        : state.ctx.log;
+      state.log = eventLog;
+      results.push(await spec.handleEvent(event, { ...state.ctx, log: eventLog }));
+    }
+    state.log = state.ctx.log;
+    if (!res.destroyed) res.status(200).json({ function: spec.name, results });
+  });
+
+  builtin.post("/resync", rawBody(limit), async (req, res) => {
+    if (spec.resync === undefined) {
+      res.status(404).json({ error: `${spec.name} has no resync` });
+      return;
+    }
+    const result = await spec.resync(stateOf(req).ctx);
+    if (!res.destroyed) res.status(200).json({ function: spec.name, result });
+  });
+
+  builtin.get("/healthz", (_req, res) => {
+    res.status(200).json({ ok: true });
+  });
+
+  builtin.get("/readyz", async (req, res) => {
+    if (runtime.draining) {
+      res.status(503).json({ ready: false, reason: "shutting down" });
+      return;
+    }
+    let ready = true;
+    try {
+      if (spec.ready) ready = (await withTimeout(spec.ready(), READY_TIMEOUT_MS, "ready()")) === true;
+    } catch (err) {
+      stateOf(req).log.warn({ err }, "readiness check failed");
+      ready = false;
+    }
+    res.status(ready ? 200 : 503).json(ready ? { ready: true } : { ready: false, reason: "not ready" });
+  });
+
+  builtin.get("/metrics", async (_req, res) => {
+    const text = await metrics.metrics();
+    res.status(200).type(metrics.contentType).send(text);
+  });
+
+  app.use(builtin);
+  // ctx() must see this request even after body parsers or awaits in between.
+  app.use((req, _res, next) => current.run(stateOf(req).ctx, next), extra);
+
+  app.use((req, res) => {
+    res.status(404).json({ error: `no route for ${req.method} ${req.path}` });
+  });
+
+  // Express 5 routes rejected promises here too. Four parameters mark this as the error handler.
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const state = states.get(req);
+    const reqLog = state?.log ?? log;
+    if (state?.ctx.signal.aborted) {
+      reqLog.info({ err }, "client disconnected before the answer");
+      return;
+    }
+    const answer = classifyError(err);
+    if (answer.class === "internal") reqLog.error({ err }, "request failed");
+    else if (answer.class === "transient")
+      reqLog.warn({ err }, "transient failure, asking the sender to retry");
+    else reqLog.info({ error: answer.body.error, status: answer.status }, "rejected bad input");
+    if (res.headersSent || res.destroyed) {
+      res.destroy();
+      return;
+    }
+    if (answer.retryAfterSeconds !== undefined)
+      res.setHeader("retry-after", String(answer.retryAfterSeconds));
+    res.status(answer.status).json(answer.body);
+  });
+
+  return Object.assign(app, { runtime });
+}

@@ -1,0 +1,51 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { entryPath, FUNCTION_NAMES, isFunctionName } from "../../functions/serve.ts";
+
+const serveScript = fileURLToPath(new URL("../../functions/serve.ts", import.meta.url));
+
+function serve(env: Record<string, string | undefined>) {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, PORT: "0" };
+  delete childEnv.FUNCTION;
+  Object.assign(childEnv, env);
+  return spawnSync(process.execPath, [serveScript], { env: childEnv, encoding: "utf8", timeout: 20_000 });
+}
+
+test("the function names are the documented five", () => {
+  assert.deepEqual([...FUNCTION_NAMES], ["admission", "binder", "provisioner", "attacher", "attach-detach"]);
+  assert.ok(isFunctionName("attach-detach"));
+  assert.ok(!isFunctionName("Binder"));
+  assert.match(entryPath("binder"), /functions\/binder\/main\.ts$/);
+});
+
+test("an unknown FUNCTION exits 2 and names the valid ones", () => {
+  const result = serve({ FUNCTION: "nope" });
+  assert.equal(result.status, 2);
+  assert.match(
+    result.stderr,
+    /unknown FUNCTION "nope"; expected one of: admission, binder, provisioner, attacher, attach-detach/,
+  );
+  assert.equal(result.stdout, "");
+});
+
+test("a missing FUNCTION exits 2 with a usage hint", () => {
+  const result = serve({});
+  assert.equal(result.status, 2);
+  assert.match(result.stderr, /FUNCTION is not set/);
+  assert.equal(result.stdout, "");
+});
+
+test("a function whose entry is not written yet exits 2 saying so", (t) => {
+  const missing = FUNCTION_NAMES.find((name) => !existsSync(entryPath(name)));
+  if (missing === undefined) {
+    t.skip("every function has its main.ts");
+    return;
+  }
+  const result = serve({ FUNCTION: missing });
+  assert.equal(result.status, 2);
+  assert.match(result.stderr, new RegExp(`function ${missing} is not built yet`));
+  assert.equal(result.stdout, "");
+});
