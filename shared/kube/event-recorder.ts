@@ -13,14 +13,17 @@
 
 import { createHash } from "node:crypto";
 import { hostname } from "node:os";
-import {
-  type CoreV1Api,
-  type CoreV1Event,
-  type KubernetesObject,
-  PatchStrategy,
-  setHeaderOptions,
-} from "@kubernetes/client-node";
 import { isAlreadyExists, isConflict, isNotFound } from "./api-errors.ts";
+import type { KubeJsonClient } from "./json-client.ts";
+import { events } from "./resources.ts";
+import type { KubeEvent } from "./types.ts";
+
+/** The object an Event is about: any Kubernetes object, typed loosely so every client's objects fit. */
+export interface InvolvedObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; uid?: string; resourceVersion?: string };
+}
 
 export type EventType = "Normal" | "Warning";
 
@@ -62,7 +65,7 @@ const MAX_PREFIX = 253 - SUFFIX_LENGTH - 1;
 
 /** Deterministic Event name: same object + type + reason + message + component → same name. */
 export function eventName(
-  involved: KubernetesObject,
+  involved: InvolvedObject,
   component: string,
   type: EventType,
   reason: string,
@@ -86,20 +89,20 @@ export function eventName(
 }
 
 // metav1.Time has second precision; send what upstream sends.
-function toSeconds(date: Date): Date {
-  return new Date(Math.floor(date.getTime() / 1000) * 1000);
+function rfc3339(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 export class EventRecorder {
   readonly component: string;
   readonly host: string;
-  private readonly core: CoreV1Api;
+  private readonly kube: KubeJsonClient;
   private readonly now: () => Date;
   private readonly logger: EventLogger;
   private readonly maxTries: number;
 
-  constructor(core: CoreV1Api, options: EventRecorderOptions) {
-    this.core = core;
+  constructor(kube: KubeJsonClient, options: EventRecorderOptions) {
+    this.kube = kube;
     this.component = options.component;
     this.host = options.host ?? hostname();
     this.now = options.now ?? (() => new Date());
@@ -109,7 +112,7 @@ export class EventRecorder {
 
   /** Records one Event about `involved`. Never throws; the result says what happened. */
   async event(
-    involved: KubernetesObject,
+    involved: InvolvedObject,
     type: EventType,
     reason: string,
     message: string,
@@ -149,15 +152,15 @@ export class EventRecorder {
   }
 
   private buildEvent(
-    involved: KubernetesObject,
+    involved: InvolvedObject,
     name: string,
     namespace: string,
     type: EventType,
     reason: string,
     message: string,
-  ): CoreV1Event {
+  ): KubeEvent {
     const meta = involved.metadata ?? {};
-    const now = toSeconds(this.now());
+    const now = rfc3339(this.now());
     return {
       apiVersion: "v1",
       kind: "Event",
@@ -180,12 +183,11 @@ export class EventRecorder {
       lastTimestamp: now,
       count: 1,
       // Series-style eventTime belongs to events.k8s.io; core/v1 recorders leave it null.
-      // (client-node types it as a date; null is what goes on the wire.)
-      eventTime: null as unknown as undefined,
+      eventTime: null,
     };
   }
 
-  private async createOrBump(body: CoreV1Event): Promise<Omit<EventRecordResult, "name" | "namespace">> {
+  private async createOrBump(body: KubeEvent): Promise<Omit<EventRecordResult, "name" | "namespace">> {
     const name = body.metadata.name ?? "";
     const namespace = body.metadata.namespace ?? "default";
     let create = true;
@@ -193,7 +195,7 @@ export class EventRecorder {
     for (let attempt = 0; attempt < this.maxTries; attempt++) {
       if (create) {
         try {
-          const created = await this.core.createNamespacedEvent({ namespace, body });
+          const created = await this.kube.create<KubeEvent>(events, body);
           return { outcome: "created", count: created.count ?? 1 };
         } catch (err) {
           if (!isAlreadyExists(err)) throw err;
@@ -201,17 +203,14 @@ export class EventRecorder {
         }
       }
       try {
-        const existing = await this.core.readNamespacedEvent({ name, namespace });
+        const existing = await this.kube.get<KubeEvent>(events, name, namespace);
         const count = (existing.count ?? 1) + 1;
         const patch = {
           metadata: { resourceVersion: existing.metadata?.resourceVersion },
           count,
-          lastTimestamp: toSeconds(this.now()).toISOString(),
+          lastTimestamp: rfc3339(this.now()),
         };
-        const patched = await this.core.patchNamespacedEvent(
-          { name, namespace, body: patch },
-          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-        );
+        const patched = await this.kube.patch<KubeEvent>(events, name, namespace, patch, "merge");
         return { outcome: "bumped", count: patched.count ?? count };
       } catch (err) {
         // Deleted (Event TTL) since the create: create again. Raced another bump: read again.

@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
-import { CoreV1Api, KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
+import { type CoreV1Api, KubeConfig, type KubernetesObject } from "@kubernetes/client-node";
 import { isConflict } from "../../shared/kube/api-errors.ts";
 import { createKubeClients } from "../../shared/kube/client.ts";
 import { EventRecorder, eventName } from "../../shared/kube/event-recorder.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 
 const pvc: KubernetesObject = {
@@ -49,7 +50,7 @@ test("never throws: an unreachable server and a malformed object are reported, n
   const kc = new KubeConfig();
   kc.loadFromClusterAndUser({ name: "c", server: "http://127.0.0.1:1", skipTLSVerify: true }, { name: "u" });
   const warnings: string[] = [];
-  const recorder = new EventRecorder(kc.makeApiClient(CoreV1Api), {
+  const recorder = new EventRecorder(new KubeJsonClient(kc), {
     component: "persistentvolume-controller",
     logger: { warn: (_d, m) => warnings.push(m) },
   });
@@ -67,14 +68,15 @@ test("never throws: an unreachable server and a malformed object are reported, n
 describe("against the sandbox", () => {
   let sandbox: TestSandbox;
   let core: CoreV1Api;
+  let json: KubeJsonClient;
   const clock = { now: new Date("2026-03-01T10:00:00.250Z") };
   const warnings: string[] = [];
   let recorder: EventRecorder;
 
   before(async () => {
     sandbox = await startTestSandbox();
-    ({ core } = createKubeClients(sandbox.kubeConfig));
-    recorder = new EventRecorder(core, {
+    ({ core, json } = createKubeClients(sandbox.kubeConfig));
+    recorder = new EventRecorder(json, {
       component: "persistentvolume-controller",
       host: "node-a",
       now: () => clock.now,
@@ -142,7 +144,7 @@ describe("against the sandbox", () => {
     await sandbox.admin.resetCounters();
     clock.now = new Date("2026-03-01T10:05:00Z");
     // A different process (new recorder, same component) repeats the same event.
-    const other = new EventRecorder(core, {
+    const other = new EventRecorder(json, {
       component: "persistentvolume-controller",
       host: "node-b",
       now: () => clock.now,
@@ -211,7 +213,7 @@ describe("against the sandbox", () => {
 
     await sandbox.admin.setFaults({ conflictProbability: 1, verbs: ["patch"], resources: ["events"] });
     await sandbox.admin.resetCounters();
-    const stuck = new EventRecorder(core, { component: "c", maxTries: 3, logger: { warn: () => {} } });
+    const stuck = new EventRecorder(json, { component: "c", maxTries: 3, logger: { warn: () => {} } });
     await stuck.event(pvc, "Normal", "R", "m");
     const repeat = await stuck.event(pvc, "Normal", "R", "m");
     await sandbox.admin.clearFaults();

@@ -1,0 +1,243 @@
+// The PersistentVolume binder as a stateless controller: one event in,
+// rehydrate from the API, decide (pure), write with optimistic concurrency.
+// A 409 re-runs the whole sync on fresh state (bounded); follow-ups that
+// upstream would enqueue are processed in the same call.
+import { setTimeout as delay } from "node:timers/promises";
+import { isConflict } from "../../kube/api-errors.ts";
+import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
+import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
+import { type ClaimExplanation, explainClaim } from "../explain.ts";
+import type { FollowUp, SyncPlan } from "../plan.ts";
+import { syncClaim } from "../sync-claim.ts";
+import { syncVolume } from "../sync-volume.ts";
+import { type EventSink, executePlan } from "./execute-plan.ts";
+import { loadClaimView, loadVolumeView, readClaim, readVolume } from "./load-views.ts";
+
+export interface SyncReport {
+  object: string;
+  outcome: string;
+  writes: number;
+  events: number;
+  attempts: number;
+  error?: string;
+}
+
+/** What one event means to the binder, already validated by the envelope parser. */
+export interface BinderEvent {
+  action: "add" | "update" | "delete";
+  kind: string;
+  apiVersion: string;
+  name: string;
+  namespace?: string;
+  /** The object as the event carried it (Resource mode / watch events); absent in Reference mode. */
+  object?: Record<string, unknown>;
+}
+
+export interface BinderControllerOptions {
+  kube: KubeJsonClient;
+  events: EventSink;
+  now?: () => Date;
+  /** Attempts per sync when writes conflict. Default 5. */
+  maxAttempts?: number;
+  /** Follow-up syncs one event may cause. Default 4. */
+  maxFollowUps?: number;
+  /** Objects synced at once by resync. Default 8. */
+  resyncConcurrency?: number;
+}
+
+function rfc3339(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+export class BinderController {
+  private readonly kube: KubeJsonClient;
+  private readonly events: EventSink;
+  private readonly now: () => Date;
+  private readonly maxAttempts: number;
+  private readonly maxFollowUps: number;
+  private readonly resyncConcurrency: number;
+
+  constructor(options: BinderControllerOptions) {
+    this.kube = options.kube;
+    this.events = options.events;
+    this.now = options.now ?? (() => new Date());
+    this.maxAttempts = options.maxAttempts ?? 5;
+    this.maxFollowUps = options.maxFollowUps ?? 4;
+    this.resyncConcurrency = options.resyncConcurrency ?? 8;
+  }
+
+  /** Handles one claim or volume event; other kinds are not the binder's. */
+  async handleEvent(e: BinderEvent): Promise<SyncReport[]> {
+    if (e.apiVersion !== "v1") return [];
+    if (e.kind === "PersistentVolumeClaim") {
+      if (e.action === "delete") return this.claimDeleted(e);
+      return this.withFollowUps(await this.syncClaimByKey(e.namespace ?? "", e.name));
+    }
+    if (e.kind === "PersistentVolume") {
+      if (e.action === "delete") return this.volumeDeleted(e);
+      return this.withFollowUps(await this.syncVolumeByName(e.name));
+    }
+    return [];
+  }
+
+  /** A deleted claim releases its volume: sync the volume it named (or, without the object, every volume pointing at it). */
+  private async claimDeleted(e: BinderEvent): Promise<SyncReport[]> {
+    const current = await readClaim(this.kube, e.namespace ?? "", e.name);
+    if (current) return this.withFollowUps(await this.syncClaimByKey(e.namespace ?? "", e.name));
+    const spec = e.object?.spec as { volumeName?: unknown } | undefined;
+    const names: string[] = [];
+    if (typeof spec?.volumeName === "string" && spec.volumeName) names.push(spec.volumeName);
+    else {
+      const all = await this.kube.list<PersistentVolume>(persistentVolumes);
+      for (const v of all.items) {
+        const ref = v.spec.claimRef;
+        if (ref?.namespace === e.namespace && ref?.name === e.name) names.push(v.metadata.name);
+      }
+    }
+    const reports: SyncReport[] = [];
+    for (const name of names) reports.push(...(await this.withFollowUps(await this.syncVolumeByName(name))));
+    return reports;
+  }
+
+  /** A deleted volume may leave a bound claim Lost: sync the claim it pointed at. */
+  private async volumeDeleted(e: BinderEvent): Promise<SyncReport[]> {
+    const current = await readVolume(this.kube, e.name);
+    if (current) return this.withFollowUps(await this.syncVolumeByName(e.name));
+    const spec = e.object?.spec as { claimRef?: { namespace?: unknown; name?: unknown } } | undefined;
+    const ref = spec?.claimRef;
+    if (typeof ref?.name !== "string" || typeof ref.namespace !== "string") return [];
+    return this.withFollowUps(await this.syncClaimByKey(ref.namespace, ref.name));
+  }
+
+  private async withFollowUps(first: SyncReport & { followUps?: FollowUp[] }): Promise<SyncReport[]> {
+    const reports: SyncReport[] = [strip(first)];
+    const queue = [...(first.followUps ?? [])];
+    const seen = new Set<string>([first.object]);
+    let budget = this.maxFollowUps;
+    while (queue.length > 0 && budget-- > 0) {
+      const f = queue.shift()!;
+      const key = f.kind === "claim" ? `claim ${f.namespace}/${f.name}` : `volume ${f.name}`;
+      if (seen.has(key) && f.kind === "volume") continue;
+      seen.add(key);
+      const r =
+        f.kind === "claim"
+          ? await this.syncClaimByKey(f.namespace, f.name)
+          : await this.syncVolumeByName(f.name);
+      reports.push(strip(r));
+      queue.push(...(r.followUps ?? []));
+    }
+    return reports;
+  }
+
+  async syncClaimByKey(namespace: string, name: string): Promise<SyncReport & { followUps?: FollowUp[] }> {
+    return this.retryOnConflict(`claim ${namespace}/${name}`, async () => {
+      const claim = await readClaim(this.kube, namespace, name);
+      if (!claim) return { plan: undefined, outcome: "claim is gone" };
+      const view = await loadClaimView(this.kube, claim, rfc3339(this.now()));
+      return { plan: syncClaim(claim, view) };
+    });
+  }
+
+  async syncVolumeByName(
+    name: string,
+    _hint?: Record<string, unknown>,
+  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
+    return this.retryOnConflict(`volume ${name}`, async () => {
+      const volume = await readVolume(this.kube, name);
+      if (!volume) return { plan: undefined, outcome: "volume is gone" };
+      const view = await loadVolumeView(this.kube, volume, rfc3339(this.now()));
+      return { plan: syncVolume(volume, view) };
+    });
+  }
+
+  /** Read → decide → write; a conflict means someone else moved first: decide again on fresh state. */
+  private async retryOnConflict(
+    object: string,
+    decide: () => Promise<{ plan: SyncPlan | undefined; outcome?: string }>,
+  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
+    let lastConflict: unknown;
+    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
+      if (attempt > 1) await delay(Math.min(1000, 10 * 2 ** attempt) * (0.5 + Math.random() / 2));
+      const { plan, outcome } = await decide();
+      if (!plan)
+        return { object, outcome: outcome ?? "nothing to do", writes: 0, events: 0, attempts: attempt };
+      try {
+        const done = await executePlan(this.kube, this.events, plan);
+        return {
+          object,
+          outcome: plan.outcome,
+          writes: done.writes,
+          events: done.events,
+          attempts: attempt,
+          followUps: plan.followUps,
+          ...(plan.error !== undefined ? { error: plan.error } : {}),
+        };
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        lastConflict = err;
+      }
+    }
+    throw new ConflictRetriesExhaustedError(this.maxAttempts, lastConflict);
+  }
+
+  /** The periodic pass that repairs lost events: every claim, then every volume. */
+  async resync(): Promise<{ claims: number; volumes: number; writes: number; errors: string[] }> {
+    const [claims, volumes] = await Promise.all([
+      this.kube.list<PersistentVolumeClaim>(persistentVolumeClaims),
+      this.kube.list<PersistentVolume>(persistentVolumes),
+    ]);
+    let writes = 0;
+    const errors: string[] = [];
+    const run = async (work: (() => Promise<SyncReport[]>)[]): Promise<void> => {
+      let next = 0;
+      const worker = async (): Promise<void> => {
+        while (next < work.length) {
+          const job = work[next++]!;
+          try {
+            for (const r of await job()) {
+              writes += r.writes;
+              if (r.error) errors.push(`${r.object}: ${r.error}`);
+            }
+          } catch (err) {
+            errors.push(err instanceof Error ? err.message : String(err));
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(this.resyncConcurrency, work.length) }, worker));
+    };
+    await run(
+      claims.items.map(
+        (c) => () =>
+          this.syncClaimByKey(c.metadata.namespace ?? "", c.metadata.name).then((r) => this.withFollowUps(r)),
+      ),
+    );
+    await run(
+      volumes.items.map(
+        (v) => () => this.syncVolumeByName(v.metadata.name).then((r) => this.withFollowUps(r)),
+      ),
+    );
+    return { claims: claims.items.length, volumes: volumes.items.length, writes, errors };
+  }
+
+  /** Why a claim is (still) Pending; undefined when the claim does not exist. */
+  async explain(namespace: string, name: string): Promise<ClaimExplanation | undefined> {
+    const claim = await readClaim(this.kube, namespace, name);
+    if (!claim) return undefined;
+    // Explain looks at every volume, whatever the claim's state.
+    const [view, all] = await Promise.all([
+      loadClaimView(this.kube, claim, rfc3339(this.now())),
+      this.kube.list<PersistentVolume>(persistentVolumes),
+    ]);
+    return explainClaim(claim, {
+      ...view,
+      volumes: view.volumes.length >= all.items.length ? view.volumes : all.items,
+    });
+  }
+}
+
+function strip(r: SyncReport & { followUps?: FollowUp[] }): SyncReport {
+  const { followUps: _ignored, ...report } = r;
+  return report;
+}
