@@ -1,0 +1,110 @@
+// Turns a request body into text and text into checked JSON. Bodies arrive as
+// a Buffer (express.raw), a string (express.text), an already parsed value
+// (express.json), or nothing. Parsed values are serialized back to JSON text so
+// that every body, however it arrived, goes through the same checks.
+
+import { describeType, isRecord } from "./describe.ts";
+import { EnvelopeError } from "./errors.ts";
+import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "./limits.ts";
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** The body as text; undefined when there is none (or only whitespace). */
+export function bodyText(body: unknown): string | undefined {
+  let text: string | undefined;
+  if (body === undefined || body === null) return undefined;
+  if (body instanceof Uint8Array) {
+    checkSize(body.byteLength);
+    try {
+      text = utf8.decode(body);
+    } catch {
+      throw new EnvelopeError("request body is not valid UTF-8");
+    }
+  } else if (typeof body === "string") {
+    checkSize(Buffer.byteLength(body, "utf8"));
+    text = body;
+  } else {
+    text = serializeParsed(body);
+  }
+  return text.trim() === "" ? undefined : text;
+}
+
+function checkSize(bytes: number): void {
+  if (bytes > MAX_BODY_BYTES) {
+    throw new EnvelopeError(`request body is ${bytes} bytes; the limit is ${MAX_BODY_BYTES}`);
+  }
+}
+
+/** A body some middleware already parsed: back to JSON text, or a clear refusal. */
+function serializeParsed(body: unknown): string {
+  let text: unknown;
+  try {
+    text = JSON.stringify(body);
+  } catch (err) {
+    // Cycles, BigInts, throwing toJSON or getters: not something JSON could have produced.
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new EnvelopeError(
+      `request body is ${describeType(body)} that cannot be written as JSON: ${reason}`,
+    );
+  }
+  if (typeof text !== "string") {
+    throw new EnvelopeError(`request body is ${describeType(body)}, which has no JSON form`);
+  }
+  checkSize(Buffer.byteLength(text, "utf8"));
+  return text;
+}
+
+/**
+ * JSON.parse plus the checks the rest of the code relies on: no "__proto__"
+ * keys (JSON.parse makes them harmless own properties, but any later merge
+ * that copies keys by assignment, obj[key] = value, as the cloudevents SDK
+ * does, would replace a prototype instead) and bounded nesting.
+ * `what` names the text in messages, e.g. "request body".
+ */
+export function parseJson(text: string, what: string): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new EnvelopeError(`${what} is not valid JSON: ${shorten(reason)}`);
+  }
+  checkJsonTree(value, what);
+  return value;
+}
+
+function shorten(message: string): string {
+  return message.length <= 200 ? message : `${message.slice(0, 200)}…`;
+}
+
+/** Walks the parsed tree without recursion, so depth cannot overflow the stack. */
+function checkJsonTree(root: unknown, what: string): void {
+  const stack: Array<{ value: unknown; depth: number; path: string }> = [{ value: root, depth: 0, path: "" }];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const { value, depth, path } = item;
+    if (typeof value !== "object" || value === null) continue;
+    if (depth >= MAX_JSON_DEPTH) {
+      throw new EnvelopeError(`${what} nests deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    if (Array.isArray(value)) {
+      value.forEach((child: unknown, i) => {
+        stack.push({ value: child, depth: depth + 1, path: `${path}[${i}]` });
+      });
+      continue;
+    }
+    if (!isRecord(value)) continue;
+    for (const key of Object.keys(value)) {
+      if (key === "__proto__") {
+        throw new EnvelopeError(
+          `${what} has a "__proto__" key${path ? ` in ${path}` : ""}; that key is not allowed`,
+        );
+      }
+      const childPath = path === "" ? shortKey(key) : `${path}.${shortKey(key)}`;
+      stack.push({ value: value[key], depth: depth + 1, path: childPath });
+    }
+  }
+}
+
+function shortKey(key: string): string {
+  return key.length <= 40 ? key : `${key.slice(0, 40)}…`;
+}
