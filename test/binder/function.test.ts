@@ -1,0 +1,303 @@
+// The binder function end to end: real HTTP events (watch events and
+// ApiServerSource CloudEvents) posted to the function, real client-node and
+// JSON client against the sandbox API server, objects read back.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, beforeEach, describe, it } from "node:test";
+import request from "supertest";
+import { createBinderApp } from "../../functions/binder/app.ts";
+import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
+import type { FunctionApp } from "../../shared/http/function-app.ts";
+import { EventRecorder } from "../../shared/kube/event-recorder.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
+import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import { createLogger } from "../../shared/log.ts";
+import { createMetricsRegistry } from "../../shared/metrics.ts";
+import { type FunctionProcess, startFunctionProcess } from "../helpers/function-process.ts";
+import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
+
+let sandbox: TestSandbox;
+let kube: KubeJsonClient;
+let app: FunctionApp;
+
+const quiet = createLogger({ name: "binder", level: "silent" });
+
+before(async () => {
+  sandbox = await startTestSandbox();
+  kube = new KubeJsonClient(sandbox.kubeConfig);
+  const controller = new BinderController({
+    kube,
+    events: new EventRecorder(kube, {
+      component: "persistentvolume-controller",
+      logger: { warn: () => undefined },
+    }),
+  });
+  app = createBinderApp({
+    controller,
+    logger: quiet,
+    metrics: createMetricsRegistry({ defaultMetrics: false }),
+  });
+});
+after(async () => {
+  await kube.close();
+  await sandbox.close();
+});
+beforeEach(() => sandbox.admin.reset());
+
+function pv(name: string, size: string, extra: Partial<PersistentVolume["spec"]> = {}): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name },
+    spec: {
+      capacity: { storage: size },
+      accessModes: ["ReadWriteOnce"],
+      csi: { driver: "hostpath.csi.k8s.io", volumeHandle: name },
+      storageClassName: "",
+      ...extra,
+    },
+  };
+}
+
+function pvc(name: string, size: string): PersistentVolumeClaim {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: { name, namespace: "default" },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      resources: { requests: { storage: size } },
+      storageClassName: "",
+    },
+  };
+}
+
+function watchEvent(type: "ADDED" | "MODIFIED" | "DELETED", object: object): string {
+  return JSON.stringify({ type, object });
+}
+
+/** Binary-mode CloudEvent headers as Knative ApiServerSource sends them (Resource mode). */
+function ceHeaders(
+  action: "add" | "update" | "delete",
+  o: PersistentVolume | PersistentVolumeClaim,
+): Record<string, string> {
+  const ns = o.metadata.namespace ?? "";
+  const plural = o.kind === "PersistentVolume" ? "persistentvolumes" : "persistentvolumeclaims";
+  return {
+    "content-type": "application/json",
+    "ce-specversion": "1.0",
+    "ce-id": randomUUID(),
+    "ce-type": `dev.knative.apiserver.resource.${action}`,
+    "ce-source": "https://10.96.0.1:443",
+    "ce-subject": `/apis/v1/namespaces/${ns}/${plural}/${o.metadata.name}`,
+    "ce-kind": o.kind,
+    "ce-apiversion": "v1",
+    "ce-name": o.metadata.name,
+    ...(ns ? { "ce-namespace": ns } : {}),
+  };
+}
+
+describe("binder function over HTTP", () => {
+  it("binds on forwarded watch events and answers with what it did", async () => {
+    const volume = await kube.create(persistentVolumes, pv("pv-a", "1Gi"));
+    const claim = await kube.create(persistentVolumeClaims, pvc("claim-a", "1Gi"));
+    const r1 = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(watchEvent("ADDED", volume));
+    assert.equal(r1.status, 200);
+    assert.equal(r1.body.results[0].synced[0].outcome, "volume is available");
+    const r2 = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(watchEvent("ADDED", claim));
+    assert.equal(r2.status, 200);
+    assert.equal(r2.body.results[0].synced[0].outcome, "bound to volume pv-a");
+    assert.equal(r2.body.results[0].synced[0].writes, 4);
+    const bound = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "claim-a", "default");
+    assert.equal(bound.status?.phase, "Bound");
+  });
+
+  it("takes ApiServerSource CloudEvents in binary and structured mode; a deleted claim releases its volume", async () => {
+    const volume = await kube.create(persistentVolumes, pv("pv-ce", "1Gi"));
+    const claim = await kube.create(persistentVolumeClaims, pvc("claim-ce", "1Gi"));
+    await request(app).post("/").set(ceHeaders("add", volume)).send(JSON.stringify(volume)).expect(200);
+    const structured = {
+      specversion: "1.0",
+      id: randomUUID(),
+      type: "dev.knative.apiserver.resource.add",
+      source: "https://10.96.0.1:443",
+      datacontenttype: "application/json",
+      kind: "PersistentVolumeClaim",
+      data: claim,
+    };
+    const r = await request(app)
+      .post("/")
+      .set("content-type", "application/cloudevents+json")
+      .send(JSON.stringify(structured));
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.results[0].synced[0].outcome, "bound to volume pv-ce");
+
+    const last = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "claim-ce", "default");
+    await kube.delete(persistentVolumeClaims, "claim-ce", "default");
+    await request(app).post("/").set(ceHeaders("delete", last)).send(JSON.stringify(last)).expect(200);
+    const released = await kube.get<PersistentVolume>(persistentVolumes, "pv-ce");
+    assert.equal(released.status?.phase, "Released");
+    assert.equal(released.spec.persistentVolumeReclaimPolicy, "Retain");
+  });
+
+  it("answers 400 for a malformed envelope and changes nothing", async () => {
+    await sandbox.admin.resetCounters();
+    const bad = await request(app).post("/").set("content-type", "application/json").send("{not json");
+    assert.equal(bad.status, 400);
+    assert.equal(typeof bad.body.error, "string");
+    const noObject = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send('{"type":"ADDED"}');
+    assert.equal(noObject.status, 400);
+    assert.deepEqual(await sandbox.admin.counters(), {});
+  });
+
+  it("ignores kinds that are not its own, and answers 503 with Retry-After when the API server fails", async () => {
+    const other = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(
+        watchEvent("ADDED", {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { name: "x", namespace: "default" },
+        }),
+      );
+    assert.equal(other.status, 200);
+    assert.match(other.body.results[0].ignored, /not handled by the binder/);
+
+    const claim = await kube.create(persistentVolumeClaims, pvc("claim-503", "1Gi"));
+    await sandbox.admin.setFaults({ errorProbability: 1, errorCode: 503 });
+    const r = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(watchEvent("ADDED", claim));
+    await sandbox.admin.clearFaults();
+    assert.equal(r.status, 503);
+    assert.ok(Number(r.headers["retry-after"]) >= 1);
+  });
+
+  it("POST /resync binds what no event announced", async () => {
+    await sandbox.admin.seed([
+      { ...pv("pv-quiet", "5Gi"), status: { phase: "Available" } },
+      {
+        ...pvc("claim-quiet", "5Gi"),
+        metadata: { name: "claim-quiet", namespace: "default" },
+        status: { phase: "Pending" },
+      },
+    ]);
+    const r = await request(app).post("/resync");
+    assert.equal(r.status, 200);
+    assert.equal(r.body.result.claims, 1);
+    const claim = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "claim-quiet", "default");
+    assert.equal(claim.spec.volumeName, "pv-quiet");
+    assert.equal(claim.status?.phase, "Bound");
+  });
+
+  it("GET /explain says why a claim is Pending, 404 for a missing claim, 400 for a bad name", async () => {
+    await kube.create(persistentVolumes, pv("pv-small", "1Gi"));
+    await request(app).post("/resync").expect(200);
+    await kube.create(persistentVolumeClaims, pvc("big-claim", "100Gi"));
+    const r = await request(app).get("/explain/namespaces/default/persistentvolumeclaims/big-claim");
+    assert.equal(r.status, 200);
+    assert.equal(r.body.volumes[0].name, "pv-small");
+    assert.equal(r.body.volumes[0].reason, "too-small");
+    assert.match(r.body.volumes[0].detail, /capacity 1Gi is less than the requested 100Gi/);
+    await request(app).get("/explain/namespaces/default/persistentvolumeclaims/nope").expect(404);
+    await request(app).get("/explain/namespaces/Bad_NS/persistentvolumeclaims/x").expect(400);
+  });
+});
+
+describe("binder function as processes", () => {
+  const instances: FunctionProcess[] = [];
+
+  after(async () => {
+    for (const p of instances) await p.stop();
+  });
+
+  it("`npm run serve` with FUNCTION=binder prints its ready line and serves", async () => {
+    const p = await startFunctionProcess("binder", { KUBECONFIG: sandbox.kubeconfigPath });
+    instances.push(p);
+    assert.match(p.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const health = await fetch(`${p.url}/healthz`);
+    assert.equal(health.status, 200);
+  });
+
+  it("several instances, shuffled and duplicated events: no volume bound twice, every bindable claim Bound", async () => {
+    while (instances.length < 3)
+      instances.push(await startFunctionProcess("binder", { KUBECONFIG: sandbox.kubeconfigPath }));
+    const volumeCount = 40;
+    const claimCount = 30;
+    const created: object[] = [];
+    for (let i = 0; i < volumeCount; i++) {
+      created.push(await kube.create(persistentVolumes, pv(`cv-${i}`, `${1 + (i % 5)}Gi`)));
+    }
+    for (let i = 0; i < claimCount; i++) {
+      created.push(await kube.create(persistentVolumeClaims, pvc(`cc-${i}`, `${1 + (i % 3)}Gi`)));
+    }
+    // Every change delivered twice, in random order, to random instances, 12 at a time.
+    const deliveries = [...created, ...created].map((o) => watchEvent("ADDED", o));
+    for (let i = deliveries.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [deliveries[i], deliveries[j]] = [deliveries[j]!, deliveries[i]!];
+    }
+    let next = 0;
+    const statuses: number[] = [];
+    await Promise.all(
+      Array.from({ length: 12 }, async () => {
+        while (next < deliveries.length) {
+          const body = deliveries[next++]!;
+          const target = instances[Math.floor(Math.random() * instances.length)]!;
+          const r = await fetch(`${target.url}/`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body,
+          });
+          statuses.push(r.status);
+          await r.arrayBuffer();
+        }
+      }),
+    );
+    assert.ok(
+      statuses.every((s) => s === 200 || s === 503),
+      `statuses: ${[...new Set(statuses)]}`,
+    );
+    // Lost or refused events are what the periodic resync repairs.
+    for (let pass = 0; pass < 3; pass++) {
+      const r = await fetch(`${instances[pass % instances.length]!.url}/resync`, { method: "POST" });
+      assert.equal(r.status, 200);
+    }
+
+    const claims = (await kube.list<PersistentVolumeClaim>(persistentVolumeClaims)).items;
+    const volumes = (await kube.list<PersistentVolume>(persistentVolumes)).items;
+    const byName = new Map(volumes.map((v) => [v.metadata.name, v]));
+    const used = new Map<string, string>();
+    for (const c of claims) {
+      assert.equal(c.status?.phase, "Bound", `${c.metadata.name} is ${c.status?.phase}`);
+      const name = c.spec.volumeName!;
+      assert.ok(!used.has(name), `volume ${name} bound to ${used.get(name)} and ${c.metadata.name}`);
+      used.set(name, c.metadata.name);
+      const v = byName.get(name)!;
+      assert.equal(v.spec.claimRef?.uid, c.metadata.uid);
+      assert.equal(v.status?.phase, "Bound");
+    }
+    // Volumes no claim uses are Available again (any losing race was rolled back).
+    for (const v of volumes) {
+      if (used.has(v.metadata.name)) continue;
+      assert.equal(
+        v.spec.claimRef ?? undefined,
+        undefined,
+        `${v.metadata.name} still points at ${v.spec.claimRef?.name}`,
+      );
+      assert.equal(v.status?.phase, "Available");
+    }
+  });
+});

@@ -1,0 +1,52 @@
+// Starts one function as its own process, the way `npm run serve` does
+// (FUNCTION=<name> node functions/serve.ts), and waits for its ready line.
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+
+export interface FunctionProcess {
+  url: string;
+  child: ChildProcess;
+  stderr: () => string;
+  /** SIGTERM and wait; resolves to the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export async function startFunctionProcess(
+  name: string,
+  env: Record<string, string>,
+): Promise<FunctionProcess> {
+  const child = spawn(process.execPath, ["functions/serve.ts"], {
+    env: { ...process.env, FUNCTION: name, PORT: "0", LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let errText = "";
+  child.stderr?.on("data", (d: Buffer) => {
+    errText += d.toString();
+  });
+  const lines = createInterface({ input: child.stdout! });
+  const ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not get ready: ${errText}`)), 20_000);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited with ${code}: ${errText}`));
+    });
+    lines.once("line", (line) => {
+      clearTimeout(timer);
+      resolve(JSON.parse(line) as Record<string, unknown>);
+    });
+  });
+  assert.equal(ready.ready, true);
+  assert.equal(ready.function, name);
+  return {
+    url: String(ready.url),
+    child,
+    stderr: () => errText,
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve(child.exitCode);
+        child.once("exit", (code) => resolve(code));
+        child.kill("SIGTERM");
+      }),
+  };
+}
