@@ -19,17 +19,24 @@ const stale =
   !existsSync(nodeBin) ||
   (existsSync(lock) && statSync(lock).mtimeMs > statSync(marker).mtimeMs + 1000);
 
-if (stale) {
-  process.stderr.write("kube-storage-functions: installing dependencies (npm ci)...\n");
-  const npm = process.env.npm_execpath ? [process.execPath, process.env.npm_execpath] : ["npm"];
-  const args = existsSync(lock) ? ["ci", "--no-audit", "--no-fund"] : ["install", "--no-audit", "--no-fund"];
-  const r = spawnSync(npm[0], [...npm.slice(1), ...args], {
+function npm(args) {
+  const [cmd, ...pre] = process.env.npm_execpath ? [process.execPath, process.env.npm_execpath] : ["npm"];
+  return spawnSync(cmd, [...pre, ...args, "--no-audit", "--no-fund"], {
     cwd: root,
     stdio: ["ignore", "inherit", "inherit"],
-  });
-  if (r.status !== 0) {
+  }).status;
+}
+
+if (stale) {
+  process.stderr.write("kube-storage-functions: installing dependencies...\n");
+  // `npm ci` installs exactly the lockfile. Some npm 11 releases refuse a lockfile that
+  // lists only this platform's optional binaries (biome, esbuild); `npm install` then
+  // installs from the same lockfile without that check.
+  let status = existsSync(lock) ? npm(["ci"]) : 1;
+  if (status !== 0) status = npm(["install"]);
+  if (status !== 0) {
     process.stderr.write("kube-storage-functions: dependency install failed\n");
-    process.exit(r.status ?? 1);
+    process.exit(status ?? 1);
   }
 }
 
