@@ -147,6 +147,31 @@ describe("binder function over HTTP", () => {
     assert.equal(released.spec.persistentVolumeReclaimPolicy, "Retain");
   });
 
+  it("takes Reference-mode CloudEvents (no object) and reads the object itself", async () => {
+    await kube.create(persistentVolumes, pv("pv-ref", "1Gi"));
+    await request(app).post("/resync").expect(200);
+    await kube.create(persistentVolumeClaims, pvc("claim-ref", "1Gi"));
+    const r = await request(app)
+      .post("/")
+      .set({
+        "content-type": "application/json",
+        "ce-specversion": "1.0",
+        "ce-id": randomUUID(),
+        "ce-type": "dev.knative.apiserver.ref.add",
+        "ce-source": "https://10.96.0.1:443",
+      })
+      .send(
+        JSON.stringify({
+          apiVersion: "v1",
+          kind: "PersistentVolumeClaim",
+          name: "claim-ref",
+          namespace: "default",
+        }),
+      );
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.results[0].synced[0].outcome, "bound to volume pv-ref");
+  });
+
   it("answers 400 for a malformed envelope and changes nothing", async () => {
     await sandbox.admin.resetCounters();
     const bad = await request(app).post("/").set("content-type", "application/json").send("{not json");

@@ -1,0 +1,62 @@
+// `npm start` as a user runs it: the whole system comes up, a claim applied
+// with kubectl gets bound without anyone posting events, Ctrl-C stops it all.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { it } from "node:test";
+import { kubectl } from "../helpers/kubectl.ts";
+
+it("npm start brings up the sandbox and the binder, binds a claim, and stops cleanly on SIGINT", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-start-"));
+  const child = spawn(process.execPath, ["sandbox/run-system.ts"], {
+    env: { ...process.env, SANDBOX_DIR: dir, RESYNC_INTERVAL_SECONDS: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const output: string[] = [];
+  const ready = new Promise<void>((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`npm start exited with ${code}: ${output.join("\n")}`)));
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      output.push(line);
+      if (line.startsWith("Ready.")) resolve();
+    });
+  });
+  await ready;
+  assert.ok(
+    output.some((l) => /^\s+binder\s+http:\/\/127\.0\.0\.1:\d+$/.test(l)),
+    output.join("\n"),
+  );
+  const kubeconfig = join(dir, "kubeconfig");
+  const manifests = `
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-start}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  csi: {driver: hostpath.csi.k8s.io, volumeHandle: start}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: claim-start, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  resources: {requests: {storage: 1Gi}}
+`;
+  const apply = await kubectl(kubeconfig, ["apply", "-f", "-"], manifests);
+  assert.equal(apply.code, 0, apply.stderr);
+  let phase = "";
+  for (let i = 0; i < 40 && phase !== "Bound"; i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    phase = (await kubectl(kubeconfig, ["get", "pvc", "claim-start", "-o", "jsonpath={.status.phase}"]))
+      .stdout;
+  }
+  assert.equal(phase, "Bound");
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGINT");
+  assert.equal(await exited, 0);
+  await rm(dir, { recursive: true, force: true });
+});
