@@ -6,15 +6,20 @@
 
 import { setTimeout as delay } from "node:timers/promises";
 import { isDeepStrictEqual } from "node:util";
-import type {
-  CoreV1Api,
-  KubernetesObject,
-  StorageV1Api,
-  V1PersistentVolume,
-  V1PersistentVolumeClaim,
-  V1VolumeAttachment,
-} from "@kubernetes/client-node";
 import { apiStatusOf, isConflict } from "./api-errors.ts";
+import type { KubeJsonClient } from "./json-client.ts";
+import type { ResourceDescriptor } from "./resources.ts";
+import type { KubeObject } from "./types.ts";
+
+/**
+ * What updateWithRetry needs of an object: a kind and name for messages and the
+ * resourceVersion for the precondition. The plain-JSON KubeObject fits (and so
+ * would client-node's model classes).
+ */
+export interface VersionedObject {
+  kind?: string;
+  metadata?: { name?: string; resourceVersion?: string };
+}
 
 /** Returns the desired object, or undefined for "nothing to change". May edit its argument (a private copy) in place. */
 export type Mutate<T> = (current: T) => T | undefined;
@@ -67,9 +72,9 @@ export class UnconditionalWriteError extends Error {
   override name = "UnconditionalWriteError";
 }
 
-// Compare what would go over the wire: client-node reads give class instances
-// with Date fields, mutate may return plain objects; JSON form ignores both
-// differences (and keys set to undefined).
+// Compare what would go over the wire: mutate may leave keys set to undefined
+// (and a client-node model would carry class instances and Date fields); the
+// JSON form ignores those differences.
 function wireForm(value: unknown): unknown {
   return JSON.parse(JSON.stringify(value));
 }
@@ -83,7 +88,7 @@ export function backoffDelayMs(attempt: number, options: RetryOptions = {}): num
   return ceiling / 2 + random() * (ceiling / 2);
 }
 
-export async function updateWithRetry<T extends KubernetesObject>(
+export async function updateWithRetry<T extends VersionedObject>(
   options: UpdateWithRetryOptions<T>,
 ): Promise<UpdateResult<T>> {
   const maxAttempts = Math.max(1, Math.floor(options.maxAttempts ?? 5));
@@ -115,95 +120,45 @@ export async function updateWithRetry<T extends KubernetesObject>(
   throw new ConflictRetriesExhaustedError(maxAttempts, lastConflict);
 }
 
-// Thin typed wrappers for the objects the controllers write. Spec writes go to
-// the main resource, status writes to the /status subresource (the server
-// ignores status on the one and everything but status on the other).
+// The one wrapper the controllers use: read and write plain JSON through
+// KubeJsonClient, so fields this code does not know (a newer API server's)
+// survive the round trip. Spec writes go to the main resource, status writes to
+// the /status subresource (the server ignores status on the one and everything
+// but status on the other).
 
 export interface ObjectKey {
-  namespace: string;
   name: string;
+  /** Required for namespaced kinds, absent for cluster-scoped ones. */
+  namespace?: string;
 }
 
-export function updatePersistentVolumeClaim(
-  core: CoreV1Api,
+export interface UpdateObjectOptions extends RetryOptions {
+  /** Write to /status instead of the main resource. */
+  subresource?: "status";
+}
+
+export function updateObject<T extends KubeObject = KubeObject>(
+  kube: KubeJsonClient,
+  r: ResourceDescriptor,
   key: ObjectKey,
-  mutate: Mutate<V1PersistentVolumeClaim>,
-  options: RetryOptions = {},
-): Promise<UpdateResult<V1PersistentVolumeClaim>> {
-  return updateWithRetry({
-    ...options,
-    read: () => core.readNamespacedPersistentVolumeClaim(key),
+  mutate: Mutate<T>,
+  options: UpdateObjectOptions = {},
+): Promise<UpdateResult<T>> {
+  const { subresource, ...retry } = options;
+  return updateWithRetry<T>({
+    ...retry,
+    read: () => kube.get<T>(r, key.name, key.namespace),
     mutate,
-    write: (body) => core.replaceNamespacedPersistentVolumeClaim({ ...key, body }),
-  });
-}
-
-export function updatePersistentVolumeClaimStatus(
-  core: CoreV1Api,
-  key: ObjectKey,
-  mutate: Mutate<V1PersistentVolumeClaim>,
-  options: RetryOptions = {},
-): Promise<UpdateResult<V1PersistentVolumeClaim>> {
-  return updateWithRetry({
-    ...options,
-    read: () => core.readNamespacedPersistentVolumeClaim(key),
-    mutate,
-    write: (body) => core.replaceNamespacedPersistentVolumeClaimStatus({ ...key, body }),
-  });
-}
-
-export function updatePersistentVolume(
-  core: CoreV1Api,
-  name: string,
-  mutate: Mutate<V1PersistentVolume>,
-  options: RetryOptions = {},
-): Promise<UpdateResult<V1PersistentVolume>> {
-  return updateWithRetry({
-    ...options,
-    read: () => core.readPersistentVolume({ name }),
-    mutate,
-    write: (body) => core.replacePersistentVolume({ name, body }),
-  });
-}
-
-export function updatePersistentVolumeStatus(
-  core: CoreV1Api,
-  name: string,
-  mutate: Mutate<V1PersistentVolume>,
-  options: RetryOptions = {},
-): Promise<UpdateResult<V1PersistentVolume>> {
-  return updateWithRetry({
-    ...options,
-    read: () => core.readPersistentVolume({ name }),
-    mutate,
-    write: (body) => core.replacePersistentVolumeStatus({ name, body }),
-  });
-}
-
-export function updateVolumeAttachment(
-  storage: StorageV1Api,
-  name: string,
-  mutate: Mutate<V1VolumeAttachment>,
-  options: RetryOptions = {},
-): Promise<UpdateResult<V1VolumeAttachment>> {
-  return updateWithRetry({
-    ...options,
-    read: () => storage.readVolumeAttachment({ name }),
-    mutate,
-    write: (body) => storage.replaceVolumeAttachment({ name, body }),
-  });
-}
-
-export function updateVolumeAttachmentStatus(
-  storage: StorageV1Api,
-  name: string,
-  mutate: Mutate<V1VolumeAttachment>,
-  options: RetryOptions = {},
-): Promise<UpdateResult<V1VolumeAttachment>> {
-  return updateWithRetry({
-    ...options,
-    read: () => storage.readVolumeAttachment({ name }),
-    mutate,
-    write: (body) => storage.replaceVolumeAttachmentStatus({ name, body }),
+    write: (desired) => {
+      // The write goes where the read came from; a renamed object is a bug in mutate.
+      const { name, namespace } = desired.metadata;
+      if (name !== key.name || namespace !== key.namespace) {
+        throw new TypeError(
+          `mutate changed the identity of ${r.kind} ${key.namespace ? `${key.namespace}/` : ""}${key.name} ` +
+            `to ${namespace ? `${namespace}/` : ""}${name}`,
+        );
+      }
+      return kube.replace<T>(r, desired, subresource ? { subresource } : {});
+    },
   });
 }

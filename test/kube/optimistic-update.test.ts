@@ -1,26 +1,29 @@
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, test } from "node:test";
-import {
-  ApiException,
-  type CoreV1Api,
-  type StorageV1Api,
-  type V1ConfigMap,
-  type V1PersistentVolumeClaim,
-} from "@kubernetes/client-node";
+import { ApiException, type V1ConfigMap } from "@kubernetes/client-node";
 import { isConflict, isTransient } from "../../shared/kube/api-errors.ts";
-import { createKubeClients } from "../../shared/kube/client.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
   backoffDelayMs,
   ConflictRetriesExhaustedError,
+  type Mutate,
   UnconditionalWriteError,
-  updatePersistentVolume,
-  updatePersistentVolumeClaim,
-  updatePersistentVolumeClaimStatus,
-  updatePersistentVolumeStatus,
-  updateVolumeAttachment,
-  updateVolumeAttachmentStatus,
+  type UpdateObjectOptions,
+  updateObject,
   updateWithRetry,
 } from "../../shared/kube/optimistic-update.ts";
+import {
+  persistentVolumeClaims,
+  persistentVolumes,
+  type ResourceDescriptor,
+  volumeAttachments,
+} from "../../shared/kube/resources.ts";
+import type {
+  KubeObject,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  VolumeAttachment,
+} from "../../shared/kube/types.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 
 // Unit level: an in-memory object with resourceVersion preconditions stands in
@@ -187,20 +190,23 @@ test("backoff doubles, is jittered within [ceiling/2, ceiling] and capped", () =
 });
 
 // ---------------------------------------------------------------------------
-// Over real HTTP against the sandbox API server, with the real client-node.
+// Over real HTTP against the sandbox API server, through KubeJsonClient.
 
 describe("against the sandbox", () => {
   let sandbox: TestSandbox;
-  let core: CoreV1Api;
-  let storage: StorageV1Api;
+  let kube: KubeJsonClient;
   const key = { namespace: "default", name: "claim" };
   const fast = { baseDelayMs: 1, maxDelayMs: 5 };
+  const getClaim = () => kube.get<PersistentVolumeClaim>(persistentVolumeClaims, key.name, key.namespace);
 
   before(async () => {
     sandbox = await startTestSandbox();
-    ({ core, storage } = createKubeClients(sandbox.kubeConfig));
+    kube = new KubeJsonClient(sandbox.kubeConfig);
   });
-  after(() => sandbox.close());
+  after(async () => {
+    await kube.close();
+    await sandbox.close();
+  });
   beforeEach(async () => {
     await sandbox.admin.reset();
     await sandbox.admin.seed([
@@ -237,36 +243,43 @@ describe("against the sandbox", () => {
     await sandbox.admin.resetCounters();
   });
 
-  const annotate = (value: string) => (pvc: V1PersistentVolumeClaim) => {
-    pvc.metadata = { ...pvc.metadata, annotations: { ...pvc.metadata?.annotations, mine: value } };
+  const annotate = (value: string) => (pvc: PersistentVolumeClaim) => {
+    pvc.metadata = { ...pvc.metadata, annotations: { ...pvc.metadata.annotations, mine: value } };
     return pvc;
   };
+  const updateClaim = (mutate: Mutate<PersistentVolumeClaim>, options: UpdateObjectOptions = {}) =>
+    updateObject<PersistentVolumeClaim>(kube, persistentVolumeClaims, key, mutate, options);
 
   test("loses to a concurrent writer, re-reads, and keeps both changes", async () => {
-    let raced = false;
-    const result = await updateWithRetry({
-      read: async () => {
-        const current = await core.readNamespacedPersistentVolumeClaim(key);
-        if (!raced) {
-          raced = true;
-          // Someone else writes between our read and our write.
-          await core.replaceNamespacedPersistentVolumeClaim({
-            ...key,
-            body: { ...current, metadata: { ...current.metadata, labels: { other: "writer" } } },
+    // A client whose first read is followed at once by someone else's write,
+    // so our conditional write carries a stale resourceVersion.
+    class RacedClient extends KubeJsonClient {
+      raced = false;
+      override async get<T extends KubeObject>(r: ResourceDescriptor, name: string, namespace?: string) {
+        const current = await super.get<T>(r, name, namespace);
+        if (!this.raced) {
+          this.raced = true;
+          await super.replace(r, {
+            ...current,
+            metadata: { ...current.metadata, labels: { other: "writer" } },
           });
         }
         return current;
-      },
-      mutate: annotate("yes"),
-      write: (body) => core.replaceNamespacedPersistentVolumeClaim({ ...key, body }),
-      ...fast,
-    });
+      }
+    }
+    const raced = new RacedClient(sandbox.kubeConfig);
+    const result = await updateObject(raced, persistentVolumeClaims, key, annotate("yes"), fast).finally(() =>
+      raced.close(),
+    );
+    assert.equal(raced.raced, true);
     assert.deepEqual([result.written, result.attempts], [true, 2]);
-    const stored = await core.readNamespacedPersistentVolumeClaim(key);
-    assert.equal(stored.metadata?.labels?.other, "writer");
-    assert.equal(stored.metadata?.annotations?.mine, "yes");
+    assert.equal(result.object.metadata.annotations?.mine, "yes");
+    const stored = await getClaim();
+    assert.equal(stored.metadata.labels?.other, "writer");
+    assert.equal(stored.metadata.annotations?.mine, "yes");
     const counters = await sandbox.admin.counters();
     assert.equal(counters["update persistentvolumeclaims"], 3); // theirs, our lost one, our winning one
+    assert.equal(counters["get persistentvolumeclaims"], 3); // two reads by us, one to check
   });
 
   test("injected 409s are retried until a write lands", async () => {
@@ -276,13 +289,10 @@ describe("against the sandbox", () => {
       verbs: ["update"],
       resources: ["persistentvolumeclaims"],
     });
-    const result = await updatePersistentVolumeClaim(core, key, annotate("through"), {
-      ...fast,
-      maxAttempts: 20,
-    });
+    const result = await updateClaim(annotate("through"), { ...fast, maxAttempts: 20 });
     await sandbox.admin.clearFaults();
     assert.equal(result.written, true);
-    assert.equal(result.object.metadata?.annotations?.mine, "through");
+    assert.equal(result.object.metadata.annotations?.mine, "through");
     const counters = await sandbox.admin.counters();
     assert.equal(counters["update persistentvolumeclaims"], result.attempts);
     assert.equal(counters["get persistentvolumeclaims"], result.attempts);
@@ -298,34 +308,29 @@ describe("against the sandbox", () => {
       verbs: ["update"],
       resources: ["persistentvolumeclaims"],
     });
-    const err = await updatePersistentVolumeClaim(core, key, annotate("never"), {
-      ...fast,
-      maxAttempts: 3,
-    }).catch((e: unknown) => e);
+    const err = await updateClaim(annotate("never"), { ...fast, maxAttempts: 3 }).catch((e: unknown) => e);
     await sandbox.admin.clearFaults();
     assert.ok(err instanceof ConflictRetriesExhaustedError, String(err));
+    assert.equal(err.attempts, 3);
     assert.equal(isConflict(err), true);
     const counters = await sandbox.admin.counters();
     assert.equal(counters["update persistentvolumeclaims"], 3);
     assert.equal(counters["get persistentvolumeclaims"], 3);
-    assert.equal(
-      (await core.readNamespacedPersistentVolumeClaim(key)).metadata?.annotations?.mine,
-      undefined,
-    );
+    assert.equal((await getClaim()).metadata.annotations?.mine, undefined);
   });
 
   test("no write when nothing changed", async () => {
-    const before = await core.readNamespacedPersistentVolumeClaim(key);
+    const before = await getClaim();
     await sandbox.admin.resetCounters();
-    const unchanged = await updatePersistentVolumeClaim(core, key, (pvc) => pvc);
-    const declined = await updatePersistentVolumeClaimStatus(core, key, () => undefined);
-    const sameValues = await updatePersistentVolumeClaim(core, key, (pvc) => {
+    const unchanged = await updateClaim((pvc) => pvc);
+    const declined = await updateClaim(() => undefined, { subresource: "status" });
+    const sameValues = await updateClaim((pvc) => {
       pvc.spec = { ...pvc.spec, accessModes: ["ReadWriteOnce"] };
       return pvc;
     });
     for (const r of [unchanged, declined, sameValues]) {
       assert.deepEqual([r.written, r.attempts], [false, 1]);
-      assert.equal(r.object.metadata?.resourceVersion, before.metadata?.resourceVersion);
+      assert.equal(r.object.metadata.resourceVersion, before.metadata.resourceVersion);
     }
     assert.deepEqual(await sandbox.admin.counters(), { "get persistentvolumeclaims": 3 });
   });
@@ -337,28 +342,43 @@ describe("against the sandbox", () => {
       verbs: ["update"],
       resources: ["persistentvolumeclaims"],
     });
-    const err = await updatePersistentVolumeClaim(core, key, annotate("x"), fast).catch((e: unknown) => e);
+    const err = await updateClaim(annotate("x"), fast).catch((e: unknown) => e);
     await sandbox.admin.clearFaults();
     assert.equal(isTransient(err), true, String(err));
     assert.equal((await sandbox.admin.counters())["update persistentvolumeclaims"], 1);
   });
 
+  test("refuses a mutate that renames the object, before any write", async () => {
+    await assert.rejects(
+      updateClaim((pvc) => {
+        pvc.metadata = { ...pvc.metadata, name: "elsewhere" };
+        return pvc;
+      }),
+      TypeError,
+    );
+    assert.deepEqual(await sandbox.admin.counters(), { "get persistentvolumeclaims": 1 });
+  });
+
   test("PVC status and spec go to their own endpoints; each ignores the other half", async () => {
-    const status = await updatePersistentVolumeClaimStatus(core, key, (pvc) => {
-      pvc.status = { ...pvc.status, phase: "Bound" };
-      pvc.spec = { ...pvc.spec, volumeName: "sneaky" }; // not a status field: the server drops it
-      return pvc;
-    });
+    const status = await updateClaim(
+      (pvc) => {
+        pvc.status = { ...pvc.status, phase: "Bound" };
+        pvc.spec = { ...pvc.spec, volumeName: "sneaky" }; // not a status field: the server drops it
+        return pvc;
+      },
+      { subresource: "status" },
+    );
     assert.equal(status.written, true);
     assert.equal(status.object.status?.phase, "Bound");
-    assert.equal(status.object.spec?.volumeName, undefined);
+    assert.equal(status.object.spec.volumeName, undefined);
 
-    const spec = await updatePersistentVolumeClaim(core, key, (pvc) => {
+    const spec = await updateClaim((pvc) => {
       pvc.spec = { ...pvc.spec, volumeName: "pv1" };
       pvc.status = { phase: "Lost" }; // status on the main resource: ignored
       return pvc;
     });
-    assert.equal(spec.object.spec?.volumeName, "pv1");
+    assert.equal(spec.written, true);
+    assert.equal(spec.object.spec.volumeName, "pv1");
     assert.equal(spec.object.status?.phase, "Bound");
 
     const counters = await sandbox.admin.counters();
@@ -366,52 +386,115 @@ describe("against the sandbox", () => {
     assert.equal(counters["update persistentvolumeclaims"], 1);
   });
 
-  test("PV wrappers: claimRef on the spec, phase on status", async () => {
-    const claim = await core.readNamespacedPersistentVolumeClaim(key);
-    const bound = await updatePersistentVolume(core, "pv1", (pv) => {
+  test("PV: claimRef on the spec, phase on status", async () => {
+    const claim = await getClaim();
+    const bound = await updateObject<PersistentVolume>(kube, persistentVolumes, { name: "pv1" }, (pv) => {
       pv.spec = {
         ...pv.spec,
         claimRef: {
           kind: "PersistentVolumeClaim",
           namespace: "default",
           name: "claim",
-          uid: claim.metadata?.uid,
+          uid: claim.metadata.uid,
           apiVersion: "v1",
         },
       };
       return pv;
     });
-    assert.equal(bound.object.spec?.claimRef?.uid, claim.metadata?.uid);
-    const phase = await updatePersistentVolumeStatus(core, "pv1", (pv) => {
-      pv.status = { phase: "Bound" };
-      return pv;
-    });
+    assert.equal(bound.written, true);
+    assert.equal(bound.object.spec.claimRef?.uid, claim.metadata.uid);
+    const phase = await updateObject<PersistentVolume>(
+      kube,
+      persistentVolumes,
+      { name: "pv1" },
+      (pv) => {
+        pv.status = { phase: "Bound" };
+        return pv;
+      },
+      { subresource: "status" },
+    );
+    assert.equal(phase.written, true);
     assert.equal(phase.object.status?.phase, "Bound");
-    assert.equal(phase.object.spec?.claimRef?.name, "claim");
+    assert.equal(phase.object.spec.claimRef?.name, "claim");
     const counters = await sandbox.admin.counters();
     assert.equal(counters["update persistentvolumes"], 1);
     assert.equal(counters["update persistentvolumes/status"], 1);
   });
 
-  test("VolumeAttachment wrappers: status through /status, spec through the resource", async () => {
-    const attached = await updateVolumeAttachmentStatus(storage, "va1", (va) => {
-      va.status = { attached: true, attachmentMetadata: { devicePath: "/dev/xvdb" } };
-      return va;
-    });
+  test("VolumeAttachment: status through /status, spec through the resource", async () => {
+    const updateVa = (mutate: Mutate<VolumeAttachment>, options: UpdateObjectOptions = {}) =>
+      updateObject<VolumeAttachment>(kube, volumeAttachments, { name: "va1" }, mutate, options);
+    const attached = await updateVa(
+      (va) => {
+        va.status = { attached: true, attachmentMetadata: { devicePath: "/dev/xvdb" } };
+        return va;
+      },
+      { subresource: "status" },
+    );
+    assert.equal(attached.written, true);
     assert.equal(attached.object.status?.attached, true);
-    const finalized = await updateVolumeAttachment(storage, "va1", (va) => {
+    const finalized = await updateVa((va) => {
       va.metadata = { ...va.metadata, finalizers: ["external-attacher/hostpath-csi-example"] };
       return va;
     });
-    assert.deepEqual(finalized.object.metadata?.finalizers, ["external-attacher/hostpath-csi-example"]);
+    assert.deepEqual(finalized.object.metadata.finalizers, ["external-attacher/hostpath-csi-example"]);
     assert.equal(finalized.object.status?.attached, true);
-    const again = await updateVolumeAttachmentStatus(storage, "va1", (va) => {
-      va.status = { ...va.status, attached: true };
-      return va;
-    });
+    const again = await updateVa(
+      (va) => {
+        va.status = { ...va.status, attached: true };
+        return va;
+      },
+      { subresource: "status" },
+    );
     assert.equal(again.written, false);
     const counters = await sandbox.admin.counters();
     assert.equal(counters["update volumeattachments/status"], 1);
     assert.equal(counters["update volumeattachments"], 1);
+  });
+
+  test("fields this code does not know survive spec and status round trips", async () => {
+    const someFutureField = { nested: ["a", "b"], enabled: true };
+    await sandbox.admin.seed([
+      {
+        apiVersion: "v1",
+        kind: "PersistentVolume",
+        metadata: { name: "future-pv" },
+        spec: {
+          capacity: { storage: "1Gi" },
+          accessModes: ["ReadWriteOnce"],
+          persistentVolumeReclaimPolicy: "Delete",
+          csi: { driver: "hostpath.csi.example", volumeHandle: "vol-f", someFutureCsiField: "keep" },
+          someFutureField,
+        },
+        status: { phase: "Available", someFutureStatus: { since: "now" } },
+        someFutureTopLevel: { x: 1 },
+      },
+    ]);
+    const futureKey = { name: "future-pv" };
+    const spec = await updateObject<PersistentVolume>(kube, persistentVolumes, futureKey, (pv) => {
+      pv.spec.storageClassName = "fast";
+      return pv;
+    });
+    const status = await updateObject<PersistentVolume>(
+      kube,
+      persistentVolumes,
+      futureKey,
+      (pv) => {
+        pv.status = { ...pv.status, phase: "Released" };
+        return pv;
+      },
+      { subresource: "status" },
+    );
+    assert.deepEqual([spec.written, status.written], [true, true]);
+    const stored = await kube.get<PersistentVolume>(persistentVolumes, "future-pv");
+    assert.equal(stored.spec.storageClassName, "fast");
+    assert.equal(stored.status?.phase, "Released");
+    assert.deepEqual(stored.spec.someFutureField, someFutureField);
+    assert.equal(stored.spec.csi?.someFutureCsiField, "keep");
+    assert.deepEqual(stored.status?.someFutureStatus, { since: "now" });
+    assert.deepEqual(stored.someFutureTopLevel, { x: 1 });
+    // The write answers carry them too (what a caller would write next).
+    assert.deepEqual(spec.object.spec.someFutureField, someFutureField);
+    assert.deepEqual(status.object.spec.someFutureField, someFutureField);
   });
 });
