@@ -3,7 +3,13 @@
 // caller writes nothing).
 import { compareQuantities } from "../kube/quantity.ts";
 import type { ObjectReference, PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
-import { annBindCompleted, annBoundByController, annPreResizeCapacity } from "./constants.ts";
+import { provisioningFinalizer } from "../provisioner/constants.ts";
+import {
+  annBindCompleted,
+  annBoundByController,
+  annDynamicallyProvisioned,
+  annPreResizeCapacity,
+} from "./constants.ts";
 import { isVolumeBoundToClaim } from "./volume-helpers.ts";
 
 function withAnnotation<T extends { metadata: { annotations?: Record<string, string> } }>(
@@ -24,6 +30,15 @@ export function claimReference(claim: PersistentVolumeClaim): ObjectReference {
     apiVersion: "v1",
     resourceVersion: claim.metadata.resourceVersion,
   };
+}
+
+/** A PV a provisioner created for exactly this claim (not a static PV that happens to match). */
+export function isProvisionedForClaim(volume: PersistentVolume, claim: PersistentVolumeClaim): boolean {
+  return (
+    volume.metadata.annotations?.[annDynamicallyProvisioned] !== undefined &&
+    volume.spec.claimRef?.uid !== undefined &&
+    volume.spec.claimRef.uid === claim.metadata.uid
+  );
 }
 
 /** Step 1 of bind: point the volume at the claim; mark it bound-by-controller unless it was (pre-)bound already. */
@@ -59,10 +74,16 @@ export function volumeWithPhase(
   return { ...volume, status };
 }
 
-/** Step 3 of bind: the claim names the volume, bound-by-controller when we chose it, bind-completed. */
+/**
+ * Step 3 of bind: the claim names the volume, bound-by-controller when we
+ * chose it, bind-completed. Binding to the PV a provisioner made for this very
+ * claim also drops the provisioner's intent finalizer: the PV now records the
+ * volume, and doing it here saves the provisioner a write.
+ */
 export function claimBoundToVolume(
   claim: PersistentVolumeClaim,
   volume: PersistentVolume,
+  provisionedForClaim = false,
 ): PersistentVolumeClaim {
   let next = claim;
   const chosenByController = claim.spec.volumeName !== volume.metadata.name;
@@ -74,6 +95,12 @@ export function claimBoundToVolume(
   }
   if (next.metadata.annotations?.[annBindCompleted] === undefined) {
     next = withAnnotation(next, annBindCompleted, "yes");
+  }
+  if (provisionedForClaim && next.metadata.finalizers?.includes(provisioningFinalizer)) {
+    const finalizers = next.metadata.finalizers.filter((f) => f !== provisioningFinalizer);
+    const metadata = { ...next.metadata, finalizers };
+    if (finalizers.length === 0) delete (metadata as { finalizers?: string[] }).finalizers;
+    next = { ...next, metadata };
   }
   return next;
 }

@@ -5,7 +5,13 @@
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../kube/types.ts";
 import { annBindCompleted, claimPhase, message, reason, volumePhase } from "./constants.ts";
 import { findBestMatchForClaim } from "./find-best-match.ts";
-import { claimBoundToVolume, claimWithStatus, volumeBoundToClaim, volumeWithPhase } from "./phase-updates.ts";
+import {
+  claimBoundToVolume,
+  claimWithStatus,
+  isProvisionedForClaim,
+  volumeBoundToClaim,
+  volumeWithPhase,
+} from "./phase-updates.ts";
 import { Planner as PlanBuilder, type Planner, type SyncPlan } from "./plan.ts";
 import { provisionClaim } from "./provision-claim.ts";
 import {
@@ -60,12 +66,13 @@ export function isDelayBinding(claim: PersistentVolumeClaim, classes: readonly S
 
 /** The four writes of a bind, in upstream's order; each is skipped when it would change nothing. */
 export function bind(p: Planner, volume: PersistentVolume, claim: PersistentVolumeClaim): void {
+  const provisionedForClaim = isProvisionedForClaim(volume, claim);
   let v = volumeBoundToClaim(volume, claim);
   if (v !== volume) p.write({ op: "update-volume", volume: v });
   const boundVolume = volumeWithPhase(v, volumePhase.bound, "", p.now);
   if (boundVolume !== v) p.write({ op: "update-volume-status", volume: boundVolume });
   v = boundVolume;
-  let c = claimBoundToVolume(claim, v);
+  let c = claimBoundToVolume(claim, v, provisionedForClaim);
   if (c !== claim) p.write({ op: "update-claim", claim: c });
   const boundClaim = claimWithStatus(c, claimPhase.bound, v);
   if (boundClaim !== c) p.write({ op: "update-claim-status", claim: boundClaim });

@@ -2029,3 +2029,107 @@ describe("binder: explain why a claim is Pending", () => {
     assert.match(wait.waitingFor, /a pod that uses this claim to be scheduled/);
   });
 });
+
+describe("binder: the provisioner's intent finalizer", () => {
+  const intent = "storage.kube-storage-functions.io/provisioning";
+  function withFinalizer<T extends ReturnType<typeof newClaim>>(c: T): T {
+    return { ...c, metadata: { ...c.metadata, finalizers: ["kubernetes.io/pvc-protection", intent] } };
+  }
+  it("is dropped in the bind write when the PV was provisioned for this claim", () => {
+    runMultiSync({
+      name: "15-1",
+      initialVolumes: [
+        newVolume(
+          "pvc-uid15-1",
+          "1Gi",
+          "uid15-1",
+          "claim15-1",
+          Available,
+          Delete,
+          classExternal,
+          annDynamicallyProvisioned,
+        ),
+      ],
+      expectedVolumes: [
+        newVolume(
+          "pvc-uid15-1",
+          "1Gi",
+          "uid15-1",
+          "claim15-1",
+          BoundV,
+          Delete,
+          classExternal,
+          annDynamicallyProvisioned,
+        ),
+      ],
+      initialClaims: [
+        withFinalizer(
+          newClaim("claim15-1", "uid15-1", "1Gi", "", Pending, classExternal, annStorageProvisioner),
+        ),
+      ],
+      expectedClaims: [
+        {
+          ...newClaim(
+            "claim15-1",
+            "uid15-1",
+            "1Gi",
+            "pvc-uid15-1",
+            Bound,
+            classExternal,
+            annStorageProvisioner,
+            boundByController,
+            bindCompleted,
+          ),
+          metadata: {
+            ...newClaim(
+              "claim15-1",
+              "uid15-1",
+              "1Gi",
+              "pvc-uid15-1",
+              Bound,
+              classExternal,
+              annStorageProvisioner,
+              boundByController,
+              bindCompleted,
+            ).metadata,
+            finalizers: ["kubernetes.io/pvc-protection"],
+          },
+        },
+      ],
+      expectedEvents: [],
+      test: "claim",
+    });
+  });
+  it("stays when the claim binds to a static PV: a provisioned volume may still need cleaning up", () => {
+    const world = runMultiSync({
+      name: "15-2",
+      initialVolumes: [newVolume("static", "1Gi", "", "", Available, Retain, classExternal)],
+      expectedVolumes: [
+        newVolume("static", "1Gi", "uid15-2", "claim15-2", BoundV, Retain, classExternal, boundByController),
+      ],
+      initialClaims: [
+        withFinalizer(
+          newClaim("claim15-2", "uid15-2", "1Gi", "", Pending, classExternal, annStorageProvisioner),
+        ),
+      ],
+      expectedClaims: [
+        withFinalizer(
+          newClaim(
+            "claim15-2",
+            "uid15-2",
+            "1Gi",
+            "static",
+            Bound,
+            classExternal,
+            annStorageProvisioner,
+            boundByController,
+            bindCompleted,
+          ),
+        ),
+      ],
+      expectedEvents: [],
+      test: "claim",
+    });
+    assert.ok(world.claims.get("default/claim15-2")?.metadata.finalizers?.includes(intent));
+  });
+});

@@ -1,0 +1,113 @@
+// What the provisioner does about one claim, decided from the claim, its
+// class and the PV named after it. The leak-proof protocol in five moves:
+// add the intent finalizer, provision (CreateVolume then create the PV),
+// release the finalizer once a PV records the volume, clean up an intent
+// whose claim went away, or leave the claim alone.
+import type { PersistentVolume, PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
+import {
+  annBetaStorageProvisioner,
+  annProvisioningRetryAfter,
+  annSelectedNode,
+  annStorageProvisioner,
+  provisioningFinalizer,
+} from "./constants.ts";
+
+export type ClaimDecision =
+  /** Nothing to do for this provisioner. */
+  | { action: "ignore"; reason: string }
+  /** Record the intent on the claim (our finalizer) before any CreateVolume. */
+  | { action: "add-intent" }
+  /** CreateVolume, then create the PV that records it. */
+  | { action: "provision" }
+  /** A PV records the volume and the claim is settled: drop our finalizer. */
+  | { action: "release-intent"; reason: string }
+  /** The claim no longer needs the volume it may have: make sure none is left behind, then drop the finalizer. */
+  | { action: "cleanup"; reason: string }
+  /** The last failure asked for a pause; try again after `until`. */
+  | { action: "backoff"; until: string }
+  /** Provisioning cannot start; say so on the claim and retry later. */
+  | { action: "fail"; message: string };
+
+export interface ClaimContext {
+  driverName: string;
+  /** The claim's StorageClass, undefined when it does not exist. */
+  storageClass: StorageClass | undefined;
+  /** The PV named after the claim (volumeNameForClaim), undefined when absent. */
+  existingVolume: PersistentVolume | undefined;
+  now: Date;
+}
+
+export function hasProvisioningIntent(claim: PersistentVolumeClaim): boolean {
+  return (claim.metadata.finalizers ?? []).includes(provisioningFinalizer);
+}
+
+/** The claim was handed to this driver (GA annotation, else the beta one), as the binder hands it over. */
+export function isClaimForDriver(claim: PersistentVolumeClaim, driverName: string): boolean {
+  const a = claim.metadata.annotations ?? {};
+  return (a[annStorageProvisioner] ?? a[annBetaStorageProvisioner]) === driverName;
+}
+
+function claimClassName(claim: PersistentVolumeClaim): string {
+  return (
+    claim.metadata.annotations?.["volume.beta.kubernetes.io/storage-class"] ??
+    claim.spec.storageClassName ??
+    ""
+  );
+}
+
+/** Why this claim should not be provisioned now, or undefined when it should. */
+export function whyNotProvision(claim: PersistentVolumeClaim, ctx: ClaimContext): string | undefined {
+  if (claim.metadata.deletionTimestamp) return "claim is being deleted";
+  if (claim.spec.volumeName) return `claim is bound (or pre-bound) to volume ${claim.spec.volumeName}`;
+  if (!isClaimForDriver(claim, ctx.driverName)) return `claim is not handed to ${ctx.driverName}`;
+  const cls = ctx.storageClass;
+  if (cls && cls.provisioner !== ctx.driverName)
+    return `class ${cls.metadata.name} is provisioned by ${cls.provisioner}`;
+  if (cls?.volumeBindingMode === "WaitForFirstConsumer" && !claim.metadata.annotations?.[annSelectedNode]) {
+    return "waiting for the scheduler to select a node (WaitForFirstConsumer)";
+  }
+  return undefined;
+}
+
+export function decideClaim(claim: PersistentVolumeClaim, ctx: ClaimContext): ClaimDecision {
+  const intent = hasProvisioningIntent(claim);
+  const pv = ctx.existingVolume;
+  const pvRecordsClaim = pv?.spec.claimRef?.uid === claim.metadata.uid && claim.metadata.uid !== undefined;
+
+  if (pv && !pvRecordsClaim && !intent) {
+    return { action: "ignore", reason: `volume ${pv.metadata.name} exists and belongs to another claim` };
+  }
+  if (pvRecordsClaim) {
+    // Observed: a PV records the volume. The binder drops our finalizer when it binds; we drop it
+    // when the claim is settled without that (bound by another binder, or deleted).
+    if (!intent) return { action: "ignore", reason: `volume ${pv!.metadata.name} is provisioned` };
+    if (claim.metadata.deletionTimestamp || claim.spec.volumeName) {
+      return { action: "release-intent", reason: `volume ${pv!.metadata.name} records the volume` };
+    }
+    return { action: "ignore", reason: `volume ${pv!.metadata.name} is provisioned; waiting for the binder` };
+  }
+
+  const why = whyNotProvision(claim, ctx);
+  if (why) {
+    // Observed: provisioning is not (or no longer) wanted. An intent left from an
+    // earlier attempt may stand for a volume the driver created: clean it up.
+    return intent ? { action: "cleanup", reason: why } : { action: "ignore", reason: why };
+  }
+  if (!ctx.storageClass)
+    return { action: "fail", message: `storageclass.storage.k8s.io "${claimClassName(claim)}" not found` };
+  if (claim.spec.selector) return { action: "fail", message: "claim Selector is not supported" };
+  const retryAfter = claim.metadata.annotations?.[annProvisioningRetryAfter];
+  if (retryAfter && Date.parse(retryAfter) > ctx.now.getTime())
+    return { action: "backoff", until: retryAfter };
+  return intent ? { action: "provision" } : { action: "add-intent" };
+}
+
+/** Upstream's per-claim backoff: 1 s doubling to 5 min, retried forever. */
+export function nextRetryDelaySeconds(
+  failures: number,
+  options: { startSeconds?: number; maxSeconds?: number } = {},
+): number {
+  const start = options.startSeconds ?? 1;
+  const max = options.maxSeconds ?? 300;
+  return Math.min(max, start * 2 ** Math.max(0, failures - 1));
+}

@@ -1,0 +1,67 @@
+// What the provisioner does about one PV: delete the backing volume of a
+// released Delete volume it provisioned, keep its finalizer in step with the
+// reclaim policy, and never touch a Retain volume's data.
+import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
+import { annDynamicallyProvisioned, pvFinalizer } from "./constants.ts";
+
+export type VolumeDecision =
+  | { action: "ignore"; reason: string }
+  | { action: "add-finalizer" }
+  | { action: "remove-finalizer"; reason: string }
+  /** DeleteVolume, then delete the PV object and drop the finalizer. */
+  | { action: "delete" }
+  /** Deletion must wait: a VolumeAttachment still references the volume. */
+  | { action: "blocked"; message: string };
+
+export interface VolumeContext {
+  driverName: string;
+  /** VolumeAttachments naming this PV; only consulted when the driver publishes volumes. */
+  attachments: readonly VolumeAttachment[];
+  driverPublishes: boolean;
+}
+
+/** The PV is this driver's: provisioned by it, or (without the annotation) a CSI volume of it. */
+export function isVolumeForDriver(pv: PersistentVolume, driverName: string): boolean {
+  const by = pv.metadata.annotations?.[annDynamicallyProvisioned];
+  if (by !== undefined) return by === driverName;
+  return pv.spec.csi?.driver === driverName;
+}
+
+export function decideVolume(pv: PersistentVolume, ctx: VolumeContext): VolumeDecision {
+  if (!isVolumeForDriver(pv, ctx.driverName))
+    return { action: "ignore", reason: `not provisioned by ${ctx.driverName}` };
+  const policy = pv.spec.persistentVolumeReclaimPolicy ?? "Retain";
+  const finalized = (pv.metadata.finalizers ?? []).includes(pvFinalizer);
+  const deleting = pv.metadata.deletionTimestamp !== undefined;
+
+  if (policy !== "Delete") {
+    // Observed: Retain or Recycle: the provisioner never deletes the volume; its finalizer must not hold the PV.
+    return finalized
+      ? { action: "remove-finalizer", reason: `reclaim policy is ${policy}` }
+      : { action: "ignore", reason: `reclaim policy is ${policy}` };
+  }
+  const released = pv.status?.phase === "Released";
+  // A PV deleted while still Bound waits: its claim may be in use; it is reclaimed once Released.
+  if (released || (deleting && finalized && pv.status?.phase !== "Bound")) {
+    if (ctx.driverPublishes) {
+      const attached = ctx.attachments.find((va) => va.spec.source.persistentVolumeName === pv.metadata.name);
+      if (attached) {
+        return {
+          action: "blocked",
+          message: `persistentvolume ${pv.metadata.name} is still attached to node ${attached.spec.nodeName}`,
+        };
+      }
+    }
+    return { action: "delete" };
+  }
+  if (deleting) {
+    return {
+      action: "ignore",
+      reason: finalized
+        ? "deleted while Bound: reclaimed once Released"
+        : "being deleted without our finalizer",
+    };
+  }
+  if (!finalized && pv.status?.phase === "Bound") return { action: "add-finalizer" };
+  return { action: "ignore", reason: `phase ${pv.status?.phase ?? "unset"}: nothing to reclaim` };
+}
