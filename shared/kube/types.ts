@@ -207,3 +207,52 @@ export interface KubeEvent extends KubeObject {
   type?: string;
   count?: number;
 }
+
+export interface Secret extends KubeObject {
+  type?: string;
+  /** Values are base64, as on the wire. */
+  data?: Record<string, string>;
+  stringData?: Record<string, string>;
+  immutable?: boolean;
+}
+
+/** snapshot.storage.k8s.io/v1 VolumeSnapshot. */
+export interface VolumeSnapshot extends KubeObject {
+  spec: {
+    source: { persistentVolumeClaimName?: string; volumeSnapshotContentName?: string };
+    volumeSnapshotClassName?: string;
+    [key: string]: unknown;
+  };
+  status?: {
+    boundVolumeSnapshotContentName?: string;
+    creationTime?: string;
+    readyToUse?: boolean;
+    /** A quantity, e.g. "1Gi". */
+    restoreSize?: string;
+    error?: VolumeError;
+    [key: string]: unknown;
+  };
+}
+
+/** snapshot.storage.k8s.io/v1 VolumeSnapshotContent (cluster-scoped). */
+export interface VolumeSnapshotContent extends KubeObject {
+  spec: {
+    volumeSnapshotRef: ObjectReference;
+    deletionPolicy: string;
+    driver: string;
+    source: { volumeHandle?: string; snapshotHandle?: string };
+    volumeSnapshotClassName?: string;
+    sourceVolumeMode?: string;
+    [key: string]: unknown;
+  };
+  status?: {
+    snapshotHandle?: string;
+    /** Nanoseconds since the epoch. */
+    creationTime?: number;
+    readyToUse?: boolean;
+    /** Bytes (an int64 here, unlike the VolumeSnapshot's quantity). */
+    restoreSize?: number;
+    error?: VolumeError;
+    [key: string]: unknown;
+  };
+}
