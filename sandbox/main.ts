@@ -1,4 +1,4 @@
-// `npm run sandbox`: the embedded Kubernetes API server alone, until Ctrl-C.
+// `npm run sandbox`: the embedded Kubernetes API server and CSI driver, until Ctrl-C.
 // Prints one JSON line on stdout when ready; logs go to stderr.
 import { resolve } from "node:path";
 import { startSandbox } from "./start.ts";
@@ -12,10 +12,16 @@ const dir = resolve(process.env.SANDBOX_DIR ?? ".sandbox");
 const sandbox = await startSandbox({ port, dir });
 
 process.stdout.write(
-  `${JSON.stringify({ ready: true, apiServer: sandbox.apiServer.url, kubeconfig: sandbox.kubeconfigPath })}\n`,
+  `${JSON.stringify({
+    ready: true,
+    apiServer: sandbox.apiServer.url,
+    kubeconfig: sandbox.kubeconfigPath,
+    csiEndpoint: sandbox.csi.endpoint,
+    csiAdmin: sandbox.csi.adminUrl,
+  })}\n`,
 );
 process.stderr.write(
-  `sandbox API server at ${sandbox.apiServer.url}; try: kubectl --kubeconfig ${sandbox.kubeconfigPath} get pv,pvc\n`,
+  `sandbox API server at ${sandbox.apiServer.url}; CSI driver ${sandbox.csi.driver.config.name} at ${sandbox.csi.endpoint} (admin ${sandbox.csi.adminUrl}); try: kubectl --kubeconfig ${sandbox.kubeconfigPath} get pv,pvc\n`,
 );
 
 let stopping = false;

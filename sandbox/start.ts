@@ -1,19 +1,24 @@
-// Starts the embedded sandbox (today: the API server) and writes its
-// kubeconfig. Shared by `npm run sandbox`, `npm start` and the tests.
+// Starts the embedded sandbox (the API server and the CSI driver) and writes
+// its kubeconfig. Shared by `npm run sandbox`, `npm start` and the tests.
 import { join, resolve } from "node:path";
 import { type ApiServerHandle, startApiServer } from "./apiserver/server.ts";
+import { type CsiDriverHandle, type StartCsiDriverOptions, startCsiDriver } from "./csi/server.ts";
 import { writeSandboxKubeconfig } from "./kubeconfig.ts";
 
 export interface SandboxOptions {
   /** API server port; 0 picks a free one. */
   port?: number;
-  /** Where the kubeconfig (and later the CSI socket and volumes) go. */
+  /** Where the kubeconfig goes; the CSI driver's socket, state and volumes go in <dir>/csi. */
   dir: string;
+  /** CSI driver settings (name, capabilities, capacity limits, ...). */
+  csi?: Omit<StartCsiDriverOptions, "dir">;
 }
 
 export interface Sandbox {
   apiServer: ApiServerHandle;
   kubeconfigPath: string;
+  /** The CSI driver: `endpoint` (unix:///...), `adminUrl`, and the in-process `driver`. */
+  csi: CsiDriverHandle;
   close(): Promise<void>;
 }
 
@@ -22,5 +27,19 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const apiServer = await startApiServer({ port: options.port ?? 0 });
   const kubeconfigPath = join(dir, "kubeconfig");
   await writeSandboxKubeconfig(kubeconfigPath, apiServer.url);
-  return { apiServer, kubeconfigPath, close: () => apiServer.close() };
+  let csi: CsiDriverHandle;
+  try {
+    csi = await startCsiDriver({ ...options.csi, dir: join(dir, "csi") });
+  } catch (err) {
+    await apiServer.close();
+    throw err;
+  }
+  return {
+    apiServer,
+    kubeconfigPath,
+    csi,
+    close: async () => {
+      await Promise.all([csi.close(), apiServer.close()]);
+    },
+  };
 }

@@ -1,11 +1,14 @@
-// Starts a private sandbox API server for one test file and talks to its
-// test hooks over real HTTP, the way an out-of-process test would.
+// Starts a private sandbox (API server and CSI driver) for one test file and
+// talks to their test hooks over real HTTP, the way an out-of-process test
+// would.
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import type { FaultSettings } from "../../sandbox/apiserver/faults.ts";
-import { startSandbox } from "../../sandbox/start.ts";
+import type { BackingSnapshot, BackingVolume, DriverStats } from "../../sandbox/csi/driver.ts";
+import type { CsiFaultSettings } from "../../sandbox/csi/faults.ts";
+import { type SandboxOptions, startSandbox } from "../../sandbox/start.ts";
 
 export interface SandboxAdmin {
   seed(objects: object[]): Promise<void>;
@@ -17,11 +20,29 @@ export interface SandboxAdmin {
   compact(): Promise<void>;
 }
 
+/** The sandbox CSI driver's admin endpoint. */
+export interface CsiAdmin {
+  /** Every backing volume the driver holds (for leak checks). */
+  volumes(): Promise<BackingVolume[]>;
+  snapshots(): Promise<BackingSnapshot[]>;
+  setFaults(f: CsiFaultSettings): Promise<void>;
+  clearFaults(): Promise<void>;
+  /** What the driver's Probe answers. */
+  setReady(ready: boolean): Promise<void>;
+  /** Calls per CSI method and injected errors. */
+  stats(): Promise<DriverStats>;
+  resetStats(): Promise<void>;
+}
+
 export interface TestSandbox {
   url: string;
   kubeconfigPath: string;
   kubeConfig: KubeConfig;
   admin: SandboxAdmin;
+  /** `unix:///...` socket of the sandbox CSI driver. */
+  csiEndpoint: string;
+  csiAdminUrl: string;
+  csi: CsiAdmin;
   close(): Promise<void>;
 }
 
@@ -49,9 +70,23 @@ export function sandboxAdmin(url: string): SandboxAdmin {
   };
 }
 
-export async function startTestSandbox(): Promise<TestSandbox> {
+export function csiAdmin(url: string): CsiAdmin {
+  return {
+    volumes: async () => ((await call(`${url}/volumes`, "GET")) as { volumes: BackingVolume[] }).volumes,
+    snapshots: async () =>
+      ((await call(`${url}/snapshots`, "GET")) as { snapshots: BackingSnapshot[] }).snapshots,
+    setFaults: async (f) => void (await call(`${url}/faults`, "PUT", f)),
+    clearFaults: async () => void (await call(`${url}/faults`, "DELETE")),
+    setReady: async (ready) => void (await call(`${url}/probe`, "PUT", { ready })),
+    stats: async () => (await call(`${url}/stats`, "GET")) as DriverStats,
+    resetStats: async () => void (await call(`${url}/stats`, "DELETE")),
+  };
+}
+
+/** Options: CSI driver settings, e.g. `{ csi: { controllerCapabilities: [...] } }`. */
+export async function startTestSandbox(options: Omit<SandboxOptions, "dir"> = {}): Promise<TestSandbox> {
   const dir = await mkdtemp(join(tmpdir(), "ksf-sandbox-"));
-  const sandbox = await startSandbox({ dir });
+  const sandbox = await startSandbox({ ...options, dir });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(sandbox.kubeconfigPath);
   return {
@@ -59,6 +94,9 @@ export async function startTestSandbox(): Promise<TestSandbox> {
     kubeconfigPath: sandbox.kubeconfigPath,
     kubeConfig,
     admin: sandboxAdmin(sandbox.apiServer.url),
+    csiEndpoint: sandbox.csi.endpoint,
+    csiAdminUrl: sandbox.csi.adminUrl,
+    csi: csiAdmin(sandbox.csi.adminUrl),
     close: async () => {
       await sandbox.close();
       await rm(dir, { recursive: true, force: true });

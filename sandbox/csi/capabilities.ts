@@ -1,0 +1,83 @@
+// What the driver advertises. Both lists are configurable so tests can run
+// the sidecar logic against drivers of different shapes (for example one
+// without PUBLISH_UNPUBLISH_VOLUME, which the attacher handles trivially).
+
+export const controllerCapabilityNames = [
+  "CREATE_DELETE_VOLUME",
+  "PUBLISH_UNPUBLISH_VOLUME",
+  "LIST_VOLUMES",
+  "GET_CAPACITY",
+  "CREATE_DELETE_SNAPSHOT",
+  "LIST_SNAPSHOTS",
+  "CLONE_VOLUME",
+  "PUBLISH_READONLY",
+  "EXPAND_VOLUME",
+  "LIST_VOLUMES_PUBLISHED_NODES",
+  "VOLUME_CONDITION",
+  "GET_VOLUME",
+  "SINGLE_NODE_MULTI_WRITER",
+  "MODIFY_VOLUME",
+  "GET_SNAPSHOT",
+] as const;
+export type ControllerCapability = (typeof controllerCapabilityNames)[number];
+
+export const pluginCapabilityNames = [
+  "CONTROLLER_SERVICE",
+  "VOLUME_ACCESSIBILITY_CONSTRAINTS",
+  "GROUP_CONTROLLER_SERVICE",
+  "SNAPSHOT_METADATA_SERVICE",
+] as const;
+export type PluginCapability = (typeof pluginCapabilityNames)[number];
+
+export const defaultControllerCapabilities: readonly ControllerCapability[] = [
+  "CREATE_DELETE_VOLUME",
+  "PUBLISH_UNPUBLISH_VOLUME",
+  "LIST_VOLUMES",
+  "LIST_VOLUMES_PUBLISHED_NODES",
+  "GET_CAPACITY",
+  "CREATE_DELETE_SNAPSHOT",
+  "LIST_SNAPSHOTS",
+  "CLONE_VOLUME",
+  "EXPAND_VOLUME",
+  "PUBLISH_READONLY",
+  "SINGLE_NODE_MULTI_WRITER",
+];
+
+export const defaultPluginCapabilities: readonly PluginCapability[] = [
+  "CONTROLLER_SERVICE",
+  "VOLUME_ACCESSIBILITY_CONSTRAINTS",
+];
+
+/**
+ * The capability a controller RPC needs. A driver that does not advertise it
+ * answers UNIMPLEMENTED, as a real driver without that feature would.
+ */
+export const requiredCapability: Readonly<Record<string, ControllerCapability>> = {
+  CreateVolume: "CREATE_DELETE_VOLUME",
+  DeleteVolume: "CREATE_DELETE_VOLUME",
+  ControllerPublishVolume: "PUBLISH_UNPUBLISH_VOLUME",
+  ControllerUnpublishVolume: "PUBLISH_UNPUBLISH_VOLUME",
+  ListVolumes: "LIST_VOLUMES",
+  GetCapacity: "GET_CAPACITY",
+  CreateSnapshot: "CREATE_DELETE_SNAPSHOT",
+  DeleteSnapshot: "CREATE_DELETE_SNAPSHOT",
+  ListSnapshots: "LIST_SNAPSHOTS",
+  ControllerExpandVolume: "EXPAND_VOLUME",
+};
+
+function checkNames<T extends string>(what: string, known: readonly T[], given: readonly string[]): T[] {
+  for (const name of given) {
+    if (!(known as readonly string[]).includes(name)) {
+      throw new Error(`unknown ${what} capability ${JSON.stringify(name)}; known: ${known.join(", ")}`);
+    }
+  }
+  return [...new Set(given)] as T[];
+}
+
+export function controllerCapabilities(given: readonly string[] | undefined): ControllerCapability[] {
+  return checkNames("controller", controllerCapabilityNames, given ?? defaultControllerCapabilities);
+}
+
+export function pluginCapabilities(given: readonly string[] | undefined): PluginCapability[] {
+  return checkNames("plugin", pluginCapabilityNames, given ?? defaultPluginCapabilities);
+}

@@ -1,0 +1,294 @@
+// The sandbox CSI driver: every CSI call as a plain async method, with fault
+// injection, capability checks and serialization of mutating calls around
+// it, plus the in-process introspection tests use. Knows nothing of gRPC.
+import { setTimeout as sleep } from "node:timers/promises";
+import { requiredCapability } from "./capabilities.ts";
+import { type CsiDriverOptions, type DriverConfig, type DriverContext, resolveConfig } from "./config.ts";
+import { createVolume } from "./create-volume.ts";
+import { CsiError } from "./errors.ts";
+import { CsiFaultInjector, type CsiFaultSettings, parseCsiFaultSettings } from "./faults.ts";
+import {
+  controllerCapabilities,
+  nodeCapabilities,
+  nodeInfo,
+  pluginCapabilities,
+  pluginInfo,
+  probe,
+} from "./identity.ts";
+import type * as m from "./messages.ts";
+import { publishVolume, unpublishVolume } from "./publish.ts";
+import { SerialQueue } from "./serial.ts";
+import { createSnapshot, deleteSnapshot, listSnapshots } from "./snapshots.ts";
+import type { ContentSourceRecord, VolumeKind } from "./state.ts";
+import { DriverStore } from "./store.ts";
+import {
+  deleteVolume,
+  expandVolume,
+  getCapacity,
+  listVolumes,
+  validateVolumeCapabilities,
+} from "./volumes.ts";
+
+export interface CsiMethods {
+  GetPluginInfo(req: m.Empty): Promise<m.GetPluginInfoResponse>;
+  GetPluginCapabilities(req: m.Empty): Promise<m.GetPluginCapabilitiesResponse>;
+  Probe(req: m.Empty): Promise<m.ProbeResponse>;
+  CreateVolume(req: m.CreateVolumeRequest): Promise<m.CreateVolumeResponse>;
+  DeleteVolume(req: m.DeleteVolumeRequest): Promise<m.Empty>;
+  ControllerPublishVolume(req: m.ControllerPublishVolumeRequest): Promise<m.ControllerPublishVolumeResponse>;
+  ControllerUnpublishVolume(req: m.ControllerUnpublishVolumeRequest): Promise<m.Empty>;
+  ValidateVolumeCapabilities(
+    req: m.ValidateVolumeCapabilitiesRequest,
+  ): Promise<m.ValidateVolumeCapabilitiesResponse>;
+  ListVolumes(req: m.ListRequest): Promise<m.ListVolumesResponse>;
+  GetCapacity(req: m.GetCapacityRequest): Promise<m.GetCapacityResponse>;
+  ControllerGetCapabilities(req: m.Empty): Promise<m.ControllerGetCapabilitiesResponse>;
+  CreateSnapshot(req: m.CreateSnapshotRequest): Promise<m.CreateSnapshotResponse>;
+  DeleteSnapshot(req: m.DeleteSnapshotRequest): Promise<m.Empty>;
+  ListSnapshots(req: m.ListSnapshotsRequest): Promise<m.ListSnapshotsResponse>;
+  ControllerExpandVolume(req: m.ControllerExpandVolumeRequest): Promise<m.ControllerExpandVolumeResponse>;
+  NodeGetCapabilities(req: m.Empty): Promise<m.NodeGetCapabilitiesResponse>;
+  NodeGetInfo(req: m.Empty): Promise<m.NodeGetInfoResponse>;
+}
+
+export type CsiMethodName = keyof CsiMethods;
+export type CsiRequest<M extends CsiMethodName> = Parameters<CsiMethods[M]>[0];
+export type CsiResponse<M extends CsiMethodName> = Awaited<ReturnType<CsiMethods[M]>>;
+
+/** The methods of each CSI service, as the gRPC binding registers them. */
+export const serviceMethods = {
+  Identity: ["GetPluginInfo", "GetPluginCapabilities", "Probe"],
+  Controller: [
+    "CreateVolume",
+    "DeleteVolume",
+    "ControllerPublishVolume",
+    "ControllerUnpublishVolume",
+    "ValidateVolumeCapabilities",
+    "ListVolumes",
+    "GetCapacity",
+    "ControllerGetCapabilities",
+    "CreateSnapshot",
+    "DeleteSnapshot",
+    "ListSnapshots",
+    "ControllerExpandVolume",
+  ],
+  Node: ["NodeGetCapabilities", "NodeGetInfo"],
+} as const satisfies Record<string, readonly CsiMethodName[]>;
+
+export const methodNames: readonly CsiMethodName[] = Object.values(serviceMethods).flat();
+
+const mutatingMethods: ReadonlySet<CsiMethodName> = new Set<CsiMethodName>([
+  "CreateVolume",
+  "DeleteVolume",
+  "ControllerPublishVolume",
+  "ControllerUnpublishVolume",
+  "CreateSnapshot",
+  "DeleteSnapshot",
+  "ControllerExpandVolume",
+]);
+
+/** A volume as the driver holds it, for leak checks. */
+export interface BackingVolume {
+  volumeId: string;
+  name: string;
+  capacityBytes: number;
+  kind: VolumeKind;
+  /** Absolute path of the directory (mount) or sparse file (block). */
+  path: string;
+  publishedNodes: string[];
+  contentSource?: ContentSourceRecord;
+  accessibleTopology: Record<string, string>[];
+  parameters: Record<string, string>;
+  createdAt: string;
+}
+
+export interface BackingSnapshot {
+  snapshotId: string;
+  name: string;
+  sourceVolumeId: string;
+  sizeBytes: number;
+  kind: VolumeKind;
+  path: string;
+  createdAt: string;
+}
+
+export interface DriverStats {
+  /** Calls received per method, including those that failed. */
+  calls: Partial<Record<CsiMethodName, number>>;
+  /** Injected errors per method: before doing anything / after the work was done. */
+  injected: Partial<Record<CsiMethodName, { before: number; after: number }>>;
+}
+
+export class CsiDriver {
+  readonly config: DriverConfig;
+  private readonly ctx: DriverContext;
+  private readonly queue = new SerialQueue();
+  private readonly faultInjector = new CsiFaultInjector();
+  private ready = true;
+  private closed = false;
+  private stats: DriverStats = { calls: {}, injected: {} };
+  private readonly handlers: CsiMethods;
+
+  private constructor(config: DriverConfig, store: DriverStore) {
+    this.config = config;
+    this.ctx = { config, store };
+    const ctx = this.ctx;
+    this.handlers = {
+      GetPluginInfo: async () => pluginInfo(config),
+      GetPluginCapabilities: async () => pluginCapabilities(config),
+      Probe: async () => probe(this.ready),
+      CreateVolume: (req) => createVolume(ctx, req),
+      DeleteVolume: (req) => deleteVolume(ctx, req),
+      ControllerPublishVolume: (req) => publishVolume(ctx, req),
+      ControllerUnpublishVolume: (req) => unpublishVolume(ctx, req),
+      ValidateVolumeCapabilities: (req) => validateVolumeCapabilities(ctx, req),
+      ListVolumes: (req) => listVolumes(ctx, req),
+      GetCapacity: (req) => getCapacity(ctx, req),
+      ControllerGetCapabilities: async () => controllerCapabilities(config),
+      CreateSnapshot: (req) => createSnapshot(ctx, req),
+      DeleteSnapshot: (req) => deleteSnapshot(ctx, req),
+      ListSnapshots: (req) => listSnapshots(ctx, req),
+      ControllerExpandVolume: (req) => expandVolume(ctx, req),
+      NodeGetCapabilities: async () => nodeCapabilities(),
+      NodeGetInfo: async () => nodeInfo(config),
+    };
+  }
+
+  /** Opens (or creates) the driver state in options.dir. */
+  static async open(options: CsiDriverOptions): Promise<CsiDriver> {
+    const config = resolveConfig(options);
+    return new CsiDriver(config, await DriverStore.open(options.dir));
+  }
+
+  get dir(): string {
+    return this.ctx.store.dir;
+  }
+
+  /**
+   * One CSI call: injected latency and errors first, then the capability
+   * check, then the work (mutating calls one at a time).
+   */
+  async invoke<M extends CsiMethodName>(method: M, request: CsiRequest<M>): Promise<CsiResponse<M>> {
+    this.stats.calls[method] = (this.stats.calls[method] ?? 0) + 1;
+    const mutating = mutatingMethods.has(method);
+    const fault = this.faultInjector.decide(method, mutating);
+    if (fault.latencyMs > 0) await sleep(fault.latencyMs);
+    this.assertOpen(method);
+    if (fault.error && !fault.error.after) {
+      this.countInjected(method, "before");
+      throw new CsiError(fault.error.code, `${method}: injected fault ${fault.error.code}`);
+    }
+    const needed = requiredCapability[method];
+    if (needed && !this.config.controllerCapabilities.has(needed)) {
+      throw new CsiError(
+        "UNIMPLEMENTED",
+        `${method}: not supported, the driver does not advertise ${needed}`,
+      );
+    }
+    const handler = this.handlers[method] as (req: CsiRequest<M>) => Promise<CsiResponse<M>>;
+    const result = mutating
+      ? await this.queue.run(() => {
+          this.assertOpen(method);
+          return handler(request);
+        })
+      : await handler(request);
+    if (fault.error?.after) {
+      // The work is done and saved; the caller just never hears of it.
+      this.countInjected(method, "after");
+      throw new CsiError(fault.error.code, `${method}: injected fault ${fault.error.code}`);
+    }
+    return result;
+  }
+
+  /**
+   * A call still sleeping in injected latency when the driver closes must not
+   * write the state file afterwards: a restarted driver may own it by then.
+   */
+  private assertOpen(method: CsiMethodName): void {
+    if (this.closed) throw new CsiError("UNAVAILABLE", `${method}: the driver is shutting down`);
+  }
+
+  /** Refuses further calls and waits for the mutating ones already running. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.queue.idle();
+  }
+
+  private countInjected(method: CsiMethodName, when: "before" | "after"): void {
+    const counts = this.stats.injected[method] ?? { before: 0, after: 0 };
+    counts[when] += 1;
+    this.stats.injected[method] = counts;
+  }
+
+  /** Replaces the fault settings; throws on settings that make no sense. */
+  setFaults(settings: CsiFaultSettings): void {
+    this.faultInjector.set(parseCsiFaultSettings(settings, methodNames));
+  }
+
+  clearFaults(): void {
+    this.faultInjector.clear();
+  }
+
+  get faults(): CsiFaultSettings {
+    return this.faultInjector.current;
+  }
+
+  /** What Probe answers. */
+  setReady(ready: boolean): void {
+    this.ready = ready;
+  }
+
+  get isReady(): boolean {
+    return this.ready;
+  }
+
+  getStats(): DriverStats {
+    return structuredClone(this.stats);
+  }
+
+  resetStats(): void {
+    this.stats = { calls: {}, injected: {} };
+  }
+
+  /** Every volume the driver holds, oldest first: what a leak check compares against the PVs. */
+  listBackingVolumes(): BackingVolume[] {
+    return [...this.ctx.store.volumes.values()]
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+      .map((v) => ({
+        volumeId: v.id,
+        name: v.name,
+        capacityBytes: v.capacityBytes,
+        kind: v.kind,
+        path: this.ctx.store.abs(v.path),
+        publishedNodes: Object.keys(v.publishedNodes).sort(),
+        ...(v.contentSource ? { contentSource: { ...v.contentSource } } : {}),
+        accessibleTopology: v.accessibleTopology.map((t) => ({ ...t })),
+        parameters: { ...v.parameters },
+        createdAt: v.createdAt,
+      }));
+  }
+
+  listBackingSnapshots(): BackingSnapshot[] {
+    return [...this.ctx.store.snapshots.values()]
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
+      .map((s) => ({
+        snapshotId: s.id,
+        name: s.name,
+        sourceVolumeId: s.sourceVolumeId,
+        sizeBytes: s.sizeBytes,
+        kind: s.kind,
+        path: this.ctx.store.abs(s.path),
+        createdAt: s.createdAt,
+      }));
+  }
+
+  /** Nodes the volume is published to, sorted; empty for an unknown volume. */
+  publishedNodes(volumeId: string): string[] {
+    return Object.keys(this.ctx.store.volumes.get(volumeId)?.publishedNodes ?? {}).sort();
+  }
+
+  /** Resolves once the mutating calls queued so far are done and saved. */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+}

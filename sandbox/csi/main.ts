@@ -1,0 +1,40 @@
+// The sandbox CSI driver on its own, until SIGINT/SIGTERM: for chaos runs
+// that kill and restart the driver. Prints one JSON line on stdout when
+// ready; `npm run sandbox` starts the same driver next to the API server.
+import { resolve } from "node:path";
+import type { ControllerCapability, PluginCapability } from "./capabilities.ts";
+import { startCsiDriver } from "./server.ts";
+
+const list = (v: string | undefined): string[] | undefined =>
+  v === undefined
+    ? undefined
+    : v
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
+
+const handle = await startCsiDriver({
+  dir: resolve(process.env.CSI_DIR ?? ".sandbox/csi"),
+  ...(process.env.CSI_SOCKET ? { socketPath: process.env.CSI_SOCKET } : {}),
+  ...(process.env.DRIVER_NAME ? { name: process.env.DRIVER_NAME } : {}),
+  ...(process.env.CSI_NODE_ID ? { nodeId: process.env.CSI_NODE_ID } : {}),
+  ...(process.env.CSI_ADMIN_PORT ? { adminPort: Number(process.env.CSI_ADMIN_PORT) } : {}),
+  controllerCapabilities: list(process.env.CSI_CONTROLLER_CAPABILITIES) as ControllerCapability[] | undefined,
+  pluginCapabilities: list(process.env.CSI_PLUGIN_CAPABILITIES) as PluginCapability[] | undefined,
+});
+process.stdout.write(
+  `${JSON.stringify({ ready: true, csiEndpoint: handle.endpoint, csiAdmin: handle.adminUrl })}\n`,
+);
+
+let stopping = false;
+function stop(signal: string): void {
+  if (stopping) return;
+  stopping = true;
+  process.stderr.write(`sandbox CSI driver: ${signal}, stopping\n`);
+  handle.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+}
+process.on("SIGINT", () => stop("SIGINT"));
+process.on("SIGTERM", () => stop("SIGTERM"));

@@ -1,0 +1,84 @@
+// The driver's own state (volumes, snapshots, where each volume is
+// published) kept in one JSON file, rewritten whole after every change by
+// writing a temporary file and renaming it over the old one, so a driver
+// killed at any moment restarts with either the old or the new state, never
+// a torn one.
+import { readFile, rename, writeFile } from "node:fs/promises";
+import type { AccessModeName } from "./messages.ts";
+
+export type VolumeKind = "mount" | "block";
+
+export type ContentSourceRecord = { snapshotId: string } | { volumeId: string };
+
+export interface Publication {
+  readonly: boolean;
+  accessMode: AccessModeName;
+  publishedAt: string;
+}
+
+export interface VolumeRecord {
+  id: string;
+  name: string;
+  capacityBytes: number;
+  kind: VolumeKind;
+  /** Relative to the driver directory. */
+  path: string;
+  parameters: Record<string, string>;
+  contentSource?: ContentSourceRecord;
+  /** The topology segments the volume is accessible from (one entry each). */
+  accessibleTopology: Record<string, string>[];
+  /** node id → publication, for ControllerPublishVolume tracking. */
+  publishedNodes: Record<string, Publication>;
+  createdAt: string;
+}
+
+export interface SnapshotRecord {
+  id: string;
+  name: string;
+  sourceVolumeId: string;
+  sizeBytes: number;
+  kind: VolumeKind;
+  /** Relative to the driver directory. */
+  path: string;
+  parameters: Record<string, string>;
+  createdAt: string;
+}
+
+export interface DriverStateFile {
+  version: 1;
+  volumes: VolumeRecord[];
+  snapshots: SnapshotRecord[];
+}
+
+export function emptyState(): DriverStateFile {
+  return { version: 1, volumes: [], snapshots: [] };
+}
+
+/** Reads the state file; a missing file is a fresh driver. */
+export async function loadState(file: string): Promise<DriverStateFile> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return emptyState();
+    throw err;
+  }
+  const parsed = JSON.parse(text) as Partial<DriverStateFile>;
+  if (parsed.version !== 1 || !Array.isArray(parsed.volumes) || !Array.isArray(parsed.snapshots)) {
+    throw new Error(`${file}: not a CSI sandbox driver state file (version 1)`);
+  }
+  return parsed as DriverStateFile;
+}
+
+let tempCounter = 0;
+
+/**
+ * Replaces the state file atomically. No fsync: the state must survive the
+ * driver process being killed, not the machine losing power, and skipping it
+ * keeps bursts of calls fast.
+ */
+export async function saveState(file: string, state: DriverStateFile): Promise<void> {
+  const temp = `${file}.tmp-${process.pid}-${++tempCounter}`;
+  await writeFile(temp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  await rename(temp, file);
+}

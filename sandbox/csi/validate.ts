@@ -1,0 +1,83 @@
+// Request checks every real driver makes before touching anything: required
+// fields, well-formed capabilities and capacity ranges. Failures are
+// INVALID_ARGUMENT with a message naming the call and the field.
+import { invalidArgument } from "./errors.ts";
+import type { AccessModeName, CapacityRange, Int64, VolumeCapability } from "./messages.ts";
+import type { VolumeKind } from "./state.ts";
+
+export function requireField(method: string, field: string, value: string): string {
+  if (!value) throw invalidArgument(`${method}: ${field} missing in request`);
+  return value;
+}
+
+/** int64 from the wire (a decimal string) as a number; huge values lose precision, not order. */
+export function bytes(method: string, field: string, value: Int64 | undefined): number {
+  const n = Number(value ?? "0");
+  if (!Number.isFinite(n) || n < 0) throw invalidArgument(`${method}: ${field} must not be negative`);
+  return n;
+}
+
+export interface Range {
+  /** 0 when unset. */
+  required: number;
+  /** 0 when unset. */
+  limit: number;
+}
+
+export function capacityRange(method: string, range: CapacityRange | null): Range {
+  const required = bytes(method, "capacity_range.required_bytes", range?.required_bytes);
+  const limit = bytes(method, "capacity_range.limit_bytes", range?.limit_bytes);
+  if (limit > 0 && required > limit) {
+    throw invalidArgument(
+      `${method}: capacity_range.required_bytes ${required} is larger than limit_bytes ${limit}`,
+    );
+  }
+  return { required, limit };
+}
+
+/** Whether a volume of this size satisfies the range. */
+export function fits(range: Range, sizeBytes: number): boolean {
+  return sizeBytes >= range.required && (range.limit === 0 || sizeBytes <= range.limit);
+}
+
+const singleNodeMultiWriterModes: readonly AccessModeName[] = [
+  "SINGLE_NODE_SINGLE_WRITER",
+  "SINGLE_NODE_MULTI_WRITER",
+];
+
+export function isMultiNode(mode: AccessModeName): boolean {
+  return mode.startsWith("MULTI_NODE_");
+}
+
+/** Why one capability is unusable, or undefined when it is fine. */
+export function capabilityProblem(cap: VolumeCapability, singleNodeMultiWriter: boolean): string | undefined {
+  const mode = cap.access_mode?.mode ?? "UNKNOWN";
+  if (mode === "UNKNOWN") return "access_mode missing";
+  if (!singleNodeMultiWriter && singleNodeMultiWriterModes.includes(mode)) {
+    return `access mode ${mode} needs the SINGLE_NODE_MULTI_WRITER capability`;
+  }
+  if (cap.access_type !== "block" && cap.access_type !== "mount") {
+    return "access_type missing (block or mount)";
+  }
+  return undefined;
+}
+
+/**
+ * Checks a list of capabilities and returns the volume kind they ask for;
+ * block and mount together are contradictory.
+ */
+export function capabilitiesKind(
+  method: string,
+  field: string,
+  caps: readonly VolumeCapability[],
+  singleNodeMultiWriter: boolean,
+): VolumeKind {
+  if (caps.length === 0) throw invalidArgument(`${method}: ${field} missing in request`);
+  caps.forEach((cap, i) => {
+    const problem = capabilityProblem(cap, singleNodeMultiWriter);
+    if (problem) throw invalidArgument(`${method}: ${field}[${i}]: ${problem}`);
+  });
+  const kinds = new Set(caps.map((c) => c.access_type as VolumeKind));
+  if (kinds.size > 1) throw invalidArgument(`${method}: ${field} ask for both block and mount access`);
+  return [...kinds][0]!;
+}

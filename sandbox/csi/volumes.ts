@@ -1,0 +1,152 @@
+// DeleteVolume, ControllerExpandVolume, ValidateVolumeCapabilities,
+// ListVolumes and GetCapacity.
+import type { DriverContext } from "./config.ts";
+import { volumeMessage } from "./convert.ts";
+import { CsiError, invalidArgument, notFound } from "./errors.ts";
+import type {
+  ControllerExpandVolumeRequest,
+  ControllerExpandVolumeResponse,
+  DeleteVolumeRequest,
+  Empty,
+  GetCapacityRequest,
+  GetCapacityResponse,
+  ListRequest,
+  ListVolumesResponse,
+  ValidateVolumeCapabilitiesRequest,
+  ValidateVolumeCapabilitiesResponse,
+} from "./messages.ts";
+import { paginate } from "./paging.ts";
+import { removeBacking, resizeBacking } from "./storage.ts";
+import { capabilitiesKind, capabilityProblem, capacityRange, requireField } from "./validate.ts";
+
+/** Unknown ids succeed: the caller wanted the volume gone and it is. */
+export async function deleteVolume(ctx: DriverContext, req: DeleteVolumeRequest): Promise<Empty> {
+  const id = requireField("DeleteVolume", "volume_id", req.volume_id);
+  const volume = ctx.store.volumes.get(id);
+  if (!volume) return {};
+  const nodes = Object.keys(volume.publishedNodes);
+  if (nodes.length > 0) {
+    throw new CsiError(
+      "FAILED_PRECONDITION",
+      `DeleteVolume: volume ${id} is still published to node(s) ${nodes.sort().join(", ")}`,
+    );
+  }
+  ctx.store.volumes.delete(id);
+  await ctx.store.persist();
+  // After the save: a driver killed here leaves an orphan that the next
+  // start removes, never a record pointing at nothing.
+  await removeBacking(ctx.store.abs(volume.path));
+  return {};
+}
+
+export async function expandVolume(
+  ctx: DriverContext,
+  req: ControllerExpandVolumeRequest,
+): Promise<ControllerExpandVolumeResponse> {
+  const method = "ControllerExpandVolume";
+  const id = requireField(method, "volume_id", req.volume_id);
+  if (!req.capacity_range) throw invalidArgument(`${method}: capacity_range missing in request`);
+  const range = capacityRange(method, req.capacity_range);
+  const target = range.required || range.limit;
+  if (target === 0) throw invalidArgument(`${method}: capacity_range.required_bytes missing in request`);
+  const volume = ctx.store.volumes.get(id);
+  if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
+  if (range.limit > 0 && volume.capacityBytes > range.limit) {
+    throw new CsiError(
+      "OUT_OF_RANGE",
+      `${method}: volume ${id} already has ${volume.capacityBytes} bytes, more than limit_bytes ${range.limit}`,
+    );
+  }
+  // Volumes never shrink; a request at or below the size is already done.
+  if (target > volume.capacityBytes) {
+    if (target > ctx.config.maxVolumeBytes) {
+      throw new CsiError(
+        "OUT_OF_RANGE",
+        `${method}: ${target} bytes exceeds the maximum volume size of ${ctx.config.maxVolumeBytes} bytes`,
+      );
+    }
+    const free = ctx.config.totalCapacityBytes - ctx.store.usedBytes();
+    if (target - volume.capacityBytes > free) {
+      throw new CsiError(
+        "RESOURCE_EXHAUSTED",
+        `${method}: growing volume ${id} to ${target} bytes needs more than the ${Math.max(0, free)} bytes available`,
+      );
+    }
+    await resizeBacking(ctx.store.abs(volume.path), volume.kind, target);
+    volume.capacityBytes = target;
+    await ctx.store.persist();
+  }
+  // No node service expansion here: the sandbox never mounts a filesystem.
+  return { capacity_bytes: volume.capacityBytes, node_expansion_required: false };
+}
+
+export async function validateVolumeCapabilities(
+  ctx: DriverContext,
+  req: ValidateVolumeCapabilitiesRequest,
+): Promise<ValidateVolumeCapabilitiesResponse> {
+  const method = "ValidateVolumeCapabilities";
+  const id = requireField(method, "volume_id", req.volume_id);
+  if (req.volume_capabilities.length === 0) {
+    throw invalidArgument(`${method}: volume_capabilities missing in request`);
+  }
+  const volume = ctx.store.volumes.get(id);
+  if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
+  const snmw = ctx.config.controllerCapabilities.has("SINGLE_NODE_MULTI_WRITER");
+  for (const [i, cap] of req.volume_capabilities.entries()) {
+    const problem = capabilityProblem(cap, snmw);
+    if (problem) return { confirmed: null, message: `volume_capabilities[${i}]: ${problem}` };
+    if (cap.access_type !== volume.kind) {
+      return {
+        confirmed: null,
+        message: `volume_capabilities[${i}] asks for ${cap.access_type} access to a ${volume.kind} volume`,
+      };
+    }
+  }
+  return {
+    confirmed: {
+      volume_context: req.volume_context,
+      volume_capabilities: req.volume_capabilities,
+      parameters: req.parameters,
+    },
+    message: "",
+  };
+}
+
+export async function listVolumes(ctx: DriverContext, req: ListRequest): Promise<ListVolumesResponse> {
+  const page = paginate(
+    "ListVolumes",
+    [...ctx.store.volumes.values()],
+    (v) => v.id,
+    req.max_entries,
+    req.starting_token,
+  );
+  const withNodes = ctx.config.controllerCapabilities.has("LIST_VOLUMES_PUBLISHED_NODES");
+  return {
+    entries: page.items.map((v) => ({
+      volume: volumeMessage(ctx, v),
+      status: withNodes ? { published_node_ids: Object.keys(v.publishedNodes).sort() } : null,
+    })),
+    next_token: page.nextToken,
+  };
+}
+
+export async function getCapacity(ctx: DriverContext, req: GetCapacityRequest): Promise<GetCapacityResponse> {
+  // Capabilities the driver cannot serve have no capacity, as the spec asks.
+  if (req.volume_capabilities.length > 0) {
+    try {
+      capabilitiesKind(
+        "GetCapacity",
+        "volume_capabilities",
+        req.volume_capabilities,
+        ctx.config.controllerCapabilities.has("SINGLE_NODE_MULTI_WRITER"),
+      );
+    } catch {
+      return { available_capacity: 0, maximum_volume_size: { value: 0 } };
+    }
+  }
+  const available = Math.max(0, ctx.config.totalCapacityBytes - ctx.store.usedBytes());
+  return {
+    available_capacity: available,
+    maximum_volume_size: { value: Math.min(available, ctx.config.maxVolumeBytes) },
+  };
+}
