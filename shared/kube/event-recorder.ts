@@ -27,6 +27,11 @@ export interface InvolvedObject {
 
 export type EventType = "Normal" | "Warning";
 
+/** Where controllers send Events: the recorder, or anything that records them for a test. */
+export interface EventSink {
+  event(object: InvolvedObject, type: EventType, reason: string, message: string): Promise<unknown>;
+}
+
 export interface EventRecordResult {
   /** created: new Event; bumped: existing Event's count raised; failed: nothing written (see error). */
   outcome: "created" | "bumped" | "failed";

@@ -197,7 +197,7 @@ describe("binder function over HTTP", () => {
         }),
       );
     assert.equal(other.status, 200);
-    assert.match(other.body.results[0].ignored, /not handled by the binder/);
+    assert.match(other.body.results[0].ignored, /not handled by binder/);
 
     const claim = await kube.create(persistentVolumeClaims, pvc("claim-503", "1Gi"));
     await sandbox.admin.setFaults({ errorProbability: 1, errorCode: 503 });

@@ -3,6 +3,7 @@
 // A 409 re-runs the whole sync on fresh state (bounded); follow-ups that
 // upstream would enqueue are processed in the same call.
 import { setTimeout as delay } from "node:timers/promises";
+import type { ControllerEvent } from "../../http/controller-function.ts";
 import { isConflict } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
@@ -25,15 +26,7 @@ export interface SyncReport {
 }
 
 /** What one event means to the binder, already validated by the envelope parser. */
-export interface BinderEvent {
-  action: "add" | "update" | "delete";
-  kind: string;
-  apiVersion: string;
-  name: string;
-  namespace?: string;
-  /** The object as the event carried it (Resource mode / watch events); absent in Reference mode. */
-  object?: Record<string, unknown>;
-}
+export type BinderEvent = ControllerEvent;
 
 export interface BinderControllerOptions {
   kube: KubeJsonClient;

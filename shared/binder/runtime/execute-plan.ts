@@ -3,14 +3,14 @@
 // write returned), Events on the side. The first failed write stops the plan:
 // every write is idempotent and the decision is re-derived from fresh state,
 // so the next sync finishes the job wherever this one stopped.
+
+import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { KubeObject, PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 import type { SyncPlan, WriteStep } from "../plan.ts";
 
-export interface EventSink {
-  event(object: KubeObject, type: "Normal" | "Warning", reason: string, message: string): Promise<unknown>;
-}
+export type { EventSink } from "../../kube/event-recorder.ts";
 
 export interface ExecutionResult {
   writes: number;

@@ -1,0 +1,193 @@
+// Reads what one CreateVolume request needs (the provisioner Secret, the
+// selected node and CSINodes for topology, the data source objects) and
+// assembles the request with the pure builders. Everything it reads is read
+// fresh; the request is the same on every retry for the same state.
+import type { CsiCapabilities } from "../../csi/capabilities.ts";
+import type { CreateVolumeRequest, TopologyRequirement, VolumeContentSource } from "../../csi/types.ts";
+import { isNotFound } from "../../kube/api-errors.ts";
+import type { KubeJsonClient } from "../../kube/json-client.ts";
+import {
+  csiNodes,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  secrets,
+  volumeSnapshotContents,
+  volumeSnapshots,
+} from "../../kube/resources.ts";
+import type {
+  CSINode,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Secret,
+  StorageClass,
+  VolumeSnapshot,
+  VolumeSnapshotContent,
+} from "../../kube/types.ts";
+import { annSelectedNode } from "../constants.ts";
+import {
+  buildCreateVolumeRequest,
+  type ProvisioningPlan,
+  planProvisioning,
+} from "../create-volume-request.ts";
+import { cloneContentSource, planDataSource, snapshotContentSource } from "../data-source.ts";
+import type { ProvisionerOptions } from "../options.ts";
+import { accessibilityRequirements } from "../topology.ts";
+
+export type RequestOutcome =
+  | { kind: "ready"; request: CreateVolumeRequest; plan: ProvisioningPlan; selectedNode: string | undefined }
+  /** Cannot build the request: a final error (reported, retried with backoff). */
+  | { kind: "error"; error: string }
+  /** The selected node is gone: the scheduler must choose again. */
+  | { kind: "reschedule"; error: string }
+  /** An external populator fills this claim: not ours. */
+  | { kind: "populator"; reason: string; event: { reason: string; message: string } };
+
+async function getOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+function decodeSecret(secret: Secret): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(secret.data ?? {})) out[k] = Buffer.from(v, "base64").toString("utf8");
+  for (const [k, v] of Object.entries(secret.stringData ?? {})) out[k] = v;
+  return out;
+}
+
+export async function readSecretData(
+  kube: KubeJsonClient,
+  ref: { name: string; namespace: string },
+): Promise<{ ok: true; value: Record<string, string> } | { ok: false; error: string }> {
+  const secret = await getOptional(() => kube.get<Secret>(secrets, ref.name, ref.namespace));
+  if (!secret) {
+    return {
+      ok: false,
+      error: `error getting secret ${ref.name} in namespace ${ref.namespace}: secrets "${ref.name}" not found`,
+    };
+  }
+  return { ok: true, value: decodeSecret(secret) };
+}
+
+async function loadAccessibility(
+  kube: KubeJsonClient,
+  claim: PersistentVolumeClaim,
+  storageClass: StorageClass,
+  driverName: string,
+  options: ProvisionerOptions,
+): Promise<
+  { ok: true; value: TopologyRequirement | undefined } | { ok: false; error: string; reschedule: boolean }
+> {
+  const selected = claim.metadata.annotations?.[annSelectedNode];
+  const needAll = !selected || !options.strictTopology;
+  const [node, csiNode, allNodes, allCsiNodes] = await Promise.all([
+    selected ? getOptional(() => kube.get<Node>(nodes, selected)) : Promise.resolve(undefined),
+    selected ? getOptional(() => kube.get<CSINode>(csiNodes, selected)) : Promise.resolve(undefined),
+    needAll ? kube.list<Node>(nodes).then((l) => l.items) : Promise.resolve([]),
+    needAll ? kube.list<CSINode>(csiNodes).then((l) => l.items) : Promise.resolve([]),
+  ]);
+  return accessibilityRequirements({
+    driverName,
+    claimName: claim.metadata.name,
+    ...(selected ? { selectedNode: { name: selected, node, csiNode } } : {}),
+    nodes: allNodes,
+    csiNodes: allCsiNodes,
+    allowedTopologies: storageClass.allowedTopologies,
+    strictTopology: options.strictTopology,
+    immediateTopology: options.immediateTopology,
+  });
+}
+
+async function loadContentSource(
+  kube: KubeJsonClient,
+  claim: PersistentVolumeClaim,
+  storageClass: StorageClass,
+  capabilities: CsiCapabilities,
+): Promise<
+  | { ok: true; value: VolumeContentSource | undefined }
+  | { ok: false; error: string }
+  | { populator: true; reason: string; event: { reason: string; message: string } }
+> {
+  const plan = planDataSource(claim);
+  if (!plan.ok) return plan;
+  if (plan.type === "none") return { ok: true, value: undefined };
+  if (plan.type === "populator") return { populator: true, reason: plan.ignoredReason, event: plan.event };
+  const supported =
+    plan.requiredCapability.capability === "CLONE_VOLUME"
+      ? capabilities.cloneVolume
+      : capabilities.createDeleteSnapshot;
+  if (!supported) return { ok: false, error: plan.requiredCapability.missingError };
+  const ns = claim.metadata.namespace ?? "";
+  if (plan.type === "snapshot") {
+    const snapshot = await getOptional(() => kube.get<VolumeSnapshot>(volumeSnapshots, plan.ref.name, ns));
+    const contentName = snapshot?.status?.boundVolumeSnapshotContentName;
+    const content = contentName
+      ? await getOptional(() => kube.get<VolumeSnapshotContent>(volumeSnapshotContents, contentName))
+      : undefined;
+    return snapshotContentSource({ claim, storageClass, ref: plan.ref, snapshot, content });
+  }
+  const sourceClaim = await getOptional(() =>
+    kube.get<PersistentVolumeClaim>(persistentVolumeClaims, plan.ref.name, ns),
+  );
+  const sourceVolumeName = sourceClaim?.spec.volumeName;
+  const sourceVolume = sourceVolumeName
+    ? await getOptional(() => kube.get<PersistentVolume>(persistentVolumes, sourceVolumeName))
+    : undefined;
+  return cloneContentSource({ claim, storageClass, ref: plan.ref, sourceClaim, sourceVolume });
+}
+
+export async function loadCreateVolumeRequest(
+  kube: KubeJsonClient,
+  input: {
+    claim: PersistentVolumeClaim;
+    storageClass: StorageClass;
+    pvName: string;
+    driverName: string;
+    options: ProvisionerOptions;
+    capabilities: CsiCapabilities;
+  },
+): Promise<RequestOutcome> {
+  const { claim, storageClass, pvName, driverName, options, capabilities } = input;
+  const plan = planProvisioning(claim, storageClass, pvName, options);
+  if (!plan.ok) return { kind: "error", error: plan.error };
+  const secretRef = plan.value.secretRefs.provisioner;
+  const secretData = secretRef ? await readSecretData(kube, secretRef) : undefined;
+  if (secretData && !secretData.ok) return { kind: "error", error: secretData.error };
+
+  const content = await loadContentSource(kube, claim, storageClass, capabilities);
+  if ("populator" in content) return { kind: "populator", reason: content.reason, event: content.event };
+  if (!content.ok) return { kind: "error", error: content.error };
+
+  let accessibility: TopologyRequirement | undefined;
+  if (capabilities.accessibilityConstraints) {
+    const topo = await loadAccessibility(kube, claim, storageClass, driverName, options);
+    if (!topo.ok)
+      return topo.reschedule
+        ? { kind: "reschedule", error: topo.error }
+        : { kind: "error", error: topo.error };
+    accessibility = topo.value;
+  }
+  const request = buildCreateVolumeRequest({
+    claim,
+    storageClass,
+    pvName,
+    plan: plan.value,
+    options,
+    supportsSingleNodeMultiWriter: capabilities.singleNodeMultiWriter,
+    secrets: secretData?.value,
+    accessibility,
+    contentSource: content.value,
+  });
+  if (!request.ok) return { kind: "error", error: request.error };
+  return {
+    kind: "ready",
+    request: request.value,
+    plan: plan.value,
+    selectedNode: claim.metadata.annotations?.[annSelectedNode],
+  };
+}
