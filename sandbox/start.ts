@@ -34,6 +34,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     await apiServer.close();
     throw err;
   }
+  apiServer.setBaseline(clusterNodeObjects(csi.driver.config));
   return {
     apiServer,
     kubeconfigPath,
@@ -42,4 +43,30 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       await Promise.all([csi.close(), apiServer.close()]);
     },
   };
+}
+
+/**
+ * The one node of the sandbox cluster, as kubelet and the CSI
+ * node-driver-registrar would leave it: a Ready Node labelled with the
+ * driver's topology key, and a CSINode naming the driver's node id.
+ */
+export function clusterNodeObjects(config: { name: string; nodeId: string; topologyKey: string }): object[] {
+  return [
+    {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: {
+        name: config.nodeId,
+        labels: { "kubernetes.io/hostname": config.nodeId, [config.topologyKey]: config.nodeId },
+      },
+      spec: {},
+      status: { conditions: [{ type: "Ready", status: "True" }] },
+    },
+    {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: config.nodeId },
+      spec: { drivers: [{ name: config.name, nodeID: config.nodeId, topologyKeys: [config.topologyKey] }] },
+    },
+  ];
 }

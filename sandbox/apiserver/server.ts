@@ -28,6 +28,7 @@ export interface ApiServerHandle {
   store: ObjectStore;
   faults: FaultInjector;
   counters: Map<string, number>;
+  setBaseline(objects: object[]): void;
   close(): Promise<void>;
 }
 
@@ -164,6 +165,8 @@ export class SandboxApiServer {
   readonly counters = new Map<string, number>();
   private readonly watches = new Set<ServerResponse>();
   private serverAddress = "127.0.0.1:0";
+  /** Objects every fresh (and reset) sandbox has, like the nodes of a cluster. */
+  private baseline: object[] = [];
 
   constructor(options: ApiServerOptions = {}) {
     this.store = new ObjectStore({ historyLimit: options.historyLimit ?? 10_000 });
@@ -180,6 +183,13 @@ export class SandboxApiServer {
         status: { phase: "Active" },
       });
     }
+    for (const o of this.baseline) this.registry.seed(o);
+  }
+
+  /** Seeds `objects` now and again after every reset. */
+  setBaseline(objects: object[]): void {
+    this.baseline = objects.map((o) => structuredClone(o));
+    for (const o of this.baseline) this.registry.seed(o);
   }
 
   /** Forget everything: objects, counters, faults. Open watches are closed. */
@@ -508,6 +518,7 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     store: api.store,
     faults: api.faults,
     counters: api.counters,
+    setBaseline: (objects) => api.setBaseline(objects),
     close: () =>
       new Promise<void>((resolve) => {
         api.reset();
