@@ -1,0 +1,157 @@
+// The provisioner function over HTTP and as processes: readiness from the
+// CSI driver, 400 for bad envelopes, 503 + Retry-After while the driver may
+// still be creating a volume, and a real SIGKILL of the process in the middle
+// of CreateVolume with the claim deleted afterwards: nothing leaks.
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, it } from "node:test";
+import request from "supertest";
+import { createProvisionerApp } from "../../functions/provisioner/app.ts";
+import type { FunctionApp } from "../../shared/http/function-app.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
+import type { PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import { createLogger } from "../../shared/log.ts";
+import { createMetricsRegistry } from "../../shared/metrics.ts";
+import { startFunctionProcess } from "../helpers/function-process.ts";
+import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
+import { driverName, type StorageSystem, startStorageSystem } from "../helpers/storage-system.ts";
+
+let sandbox: TestSandbox;
+let system: StorageSystem;
+let app: FunctionApp;
+
+before(async () => {
+  sandbox = await startTestSandbox();
+  system = await startStorageSystem(sandbox);
+  app = createProvisionerApp({
+    controller: system.provisioner,
+    csi: system.csi,
+    logger: createLogger({ name: "provisioner", level: "silent" }),
+    metrics: createMetricsRegistry({ defaultMetrics: false }),
+  });
+});
+after(async () => {
+  await system.close();
+  await sandbox.close();
+});
+beforeEach(async () => {
+  await sandbox.admin.reset();
+  await sandbox.csi.clearFaults();
+  for (const v of await sandbox.csi.volumes())
+    await system.csi.deleteVolume({ volumeId: v.volumeId }).catch(() => undefined);
+  await sandbox.admin.seed([
+    {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: "fast" },
+      provisioner: driverName,
+      reclaimPolicy: "Delete",
+      volumeBindingMode: "Immediate",
+    },
+  ]);
+});
+
+function claim(name: string): PersistentVolumeClaim {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: { name, namespace: "default" },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      resources: { requests: { storage: "1Gi" } },
+      storageClassName: "fast",
+    },
+  };
+}
+
+async function handedOver(name: string): Promise<PersistentVolumeClaim> {
+  await system.kube.create(persistentVolumeClaims, claim(name));
+  await system.binder.syncClaimByKey("default", name);
+  return system.kube.get<PersistentVolumeClaim>(persistentVolumeClaims, name, "default");
+}
+
+describe("provisioner function over HTTP", () => {
+  it("is ready while the driver answers Probe", async () => {
+    await request(app).get("/readyz").expect(200);
+    await sandbox.csi.setReady(false);
+    await request(app).get("/readyz").expect(503);
+    await sandbox.csi.setReady(true);
+  });
+
+  it("provisions on a forwarded claim event and answers what it did", async () => {
+    const c = await handedOver("http-claim");
+    const r = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "MODIFIED", object: c }));
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.results[0].synced[0].outcome, `provisioned volume pvc-${c.metadata.uid}`);
+  });
+
+  it("answers 503 with Retry-After while CreateVolume may still be running, and 400 for a bad envelope", async () => {
+    const c = await handedOver("slow-claim");
+    await sandbox.csi.setFaults({
+      errorProbability: 1,
+      errorCodes: ["DEADLINE_EXCEEDED"],
+      methods: ["CreateVolume"],
+      afterProbability: 1,
+    });
+    const r = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "ADDED", object: c }));
+    await sandbox.csi.clearFaults();
+    assert.equal(r.status, 503);
+    assert.ok(Number(r.headers["retry-after"]) >= 1);
+    const intent = await system.kube.get<PersistentVolumeClaim>(
+      persistentVolumeClaims,
+      "slow-claim",
+      "default",
+    );
+    assert.ok(intent.metadata.finalizers?.includes("storage.kube-storage-functions.io/provisioning"));
+    await request(app).post("/").set("content-type", "application/json").send("[1,2").expect(400);
+  });
+});
+
+describe("provisioner function as a process", () => {
+  it("SIGKILL in the middle of CreateVolume, claim deleted, a new process cleans up: nothing leaks", async () => {
+    const env = {
+      KUBECONFIG: sandbox.kubeconfigPath,
+      CSI_ENDPOINT: sandbox.csiEndpoint,
+      DRIVER_NAME: driverName,
+    };
+    const first = await startFunctionProcess("provisioner", env);
+    const c = await handedOver("killed");
+    await sandbox.csi.setFaults({ latencyMs: 400, methods: ["CreateVolume"] });
+    const inFlight = fetch(`${first.url}/`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ type: "ADDED", object: c }),
+    }).catch(() => undefined);
+    await new Promise((r) => setTimeout(r, 150));
+    first.child.kill("SIGKILL");
+    await inFlight;
+    await first.stop();
+    await new Promise((r) => setTimeout(r, 400)); // the driver finishes the orphaned CreateVolume
+    await sandbox.csi.clearFaults();
+    assert.equal(
+      (await sandbox.csi.volumes()).length,
+      1,
+      "the dead process left a volume behind in the driver",
+    );
+    await system.kube.delete(persistentVolumeClaims, "killed", "default");
+
+    const second = await startFunctionProcess("provisioner", env);
+    try {
+      for (let i = 0; i < 5 && (await sandbox.csi.volumes()).length > 0; i++) {
+        const r = await fetch(`${second.url}/resync`, { method: "POST" });
+        assert.equal(r.status, 200);
+        await system.binder.resync();
+      }
+    } finally {
+      assert.equal(await second.stop(), 0);
+    }
+    assert.deepEqual(await sandbox.csi.volumes(), []);
+    assert.deepEqual((await system.kube.list(persistentVolumes)).items, []);
+    await assert.rejects(system.kube.get(persistentVolumeClaims, "killed", "default"), { code: 404 });
+  });
+});
