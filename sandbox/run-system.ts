@@ -5,6 +5,7 @@
 // the controllers. Stops everything on Ctrl-C.
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { startSandbox } from "./start.ts";
@@ -16,19 +17,16 @@ interface Running {
 }
 
 /** Functions `npm start` runs, in start order, and whether they take /resync ticks. */
-const functions: { name: string; resync: boolean }[] = [{ name: "binder", resync: true }];
+const functions: { name: string; resync: boolean }[] = [
+  { name: "binder", resync: true },
+  { name: "provisioner", resync: true },
+];
 
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
 
-function startFunction(name: string, kubeconfig: string): Promise<Running> {
+function startFunction(name: string, env: Record<string, string>): Promise<Running> {
   const child = spawn(process.execPath, ["functions/serve.ts"], {
-    env: {
-      ...process.env,
-      FUNCTION: name,
-      PORT: "0",
-      KUBECONFIG: kubeconfig,
-      LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
-    },
+    env: { ...process.env, ...env, FUNCTION: name, PORT: "0", LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout! });
@@ -45,18 +43,26 @@ function startFunction(name: string, kubeconfig: string): Promise<Running> {
 
 async function main(): Promise<void> {
   const dir = resolve(process.env.SANDBOX_DIR ?? ".sandbox");
+  // A fresh API server knows no PVs, so a fresh driver must hold no volumes.
+  if (process.env.SANDBOX_KEEP_STATE !== "1") await rm(dir, { recursive: true, force: true });
   const port = Number(process.env.SANDBOX_PORT ?? "0");
   const tickSeconds = Number(process.env.RESYNC_INTERVAL_SECONDS ?? "5");
   say("kube-storage-functions: starting the sandbox API server...");
   const sandbox = await startSandbox({ port, dir });
   say(`  API server   ${sandbox.apiServer.url}`);
   say(`  kubeconfig   ${sandbox.kubeconfigPath}`);
+  say(`  CSI driver   ${sandbox.csi.endpoint} (${sandbox.csi.driver.config.name})`);
+  const env = {
+    KUBECONFIG: sandbox.kubeconfigPath,
+    CSI_ENDPOINT: sandbox.csi.endpoint,
+    DRIVER_NAME: sandbox.csi.driver.config.name,
+  };
 
   const running: Running[] = [];
   for (const f of functions) {
     if (!existsSync(`functions/${f.name}/main.ts`)) continue;
     say(`kube-storage-functions: starting function ${f.name}...`);
-    const r = await startFunction(f.name, sandbox.kubeconfigPath);
+    const r = await startFunction(f.name, env);
     running.push(r);
     say(`  ${f.name.padEnd(12)} ${r.url}`);
   }
@@ -73,7 +79,17 @@ async function main(): Promise<void> {
   say("");
   say(`Ready. Controllers resync every ${tickSeconds}s. Try:`);
   say(`  export KUBECONFIG=${sandbox.kubeconfigPath}`);
-  say("  kubectl apply -f <your PersistentVolume and PersistentVolumeClaim>");
+  say(`  kubectl apply -f - <<EOF
+  apiVersion: storage.k8s.io/v1
+  kind: StorageClass
+  metadata: {name: fast}
+  provisioner: ${sandbox.csi.driver.config.name}
+  ---
+  apiVersion: v1
+  kind: PersistentVolumeClaim
+  metadata: {name: data}
+  spec: {storageClassName: fast, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+  EOF`);
   say("  kubectl get pv,pvc");
   const binder = running.find((r) => r.name === "binder");
   if (binder) say(`  curl ${binder.url}/explain/namespaces/default/persistentvolumeclaims/<claim>`);

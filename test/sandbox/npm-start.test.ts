@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import { it } from "node:test";
 import { kubectl } from "../helpers/kubectl.ts";
 
-it("npm start brings up the sandbox and the binder, binds a claim, and stops cleanly on SIGINT", async () => {
+it("npm start brings up the sandbox, the binder and the provisioner, binds static and provisioned claims, and stops cleanly on SIGINT", async () => {
   const dir = await mkdtemp(join(tmpdir(), "ksf-start-"));
   const child = spawn(process.execPath, ["sandbox/run-system.ts"], {
     env: { ...process.env, SANDBOX_DIR: dir, RESYNC_INTERVAL_SECONDS: "1" },
@@ -55,6 +55,29 @@ spec:
       .stdout;
   }
   assert.equal(phase, "Bound");
+
+  const dynamic = `
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: fast}
+provisioner: hostpath.csi.k8s.io
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: claim-dynamic, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: fast
+  resources: {requests: {storage: 1Gi}}
+`;
+  const applied = await kubectl(kubeconfig, ["apply", "-f", "-"], dynamic);
+  assert.equal(applied.code, 0, applied.stderr);
+  phase = "";
+  for (let i = 0; i < 60 && phase !== "Bound"; i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    phase = (await kubectl(kubeconfig, ["get", "pvc", "claim-dynamic", "-o", "jsonpath={.status.phase}"])).stdout;
+  }
+  assert.equal(phase, "Bound", "a dynamically provisioned claim binds too");
   const exited = new Promise((resolve) => child.once("exit", resolve));
   child.kill("SIGINT");
   assert.equal(await exited, 0);
