@@ -126,6 +126,39 @@ describe("provisioning over the sandbox", () => {
     assert.deepEqual(await sandbox.csi.volumes(), []);
   });
 
+  it("clones a claim: the source is protected while the clone is pending, the clone gets the source's volume as content", async () => {
+    await system.kube.create(persistentVolumeClaims, claim("source", "fast"));
+    await system.settle();
+    const sourcePv = (await system.kube.list<PersistentVolume>(persistentVolumes)).items[0]!;
+    await system.kube.create(persistentVolumeClaims, {
+      ...claim("copy", "fast"),
+      spec: { ...claim("copy", "fast").spec, dataSource: { kind: "PersistentVolumeClaim", name: "source" } },
+    });
+    await system.binder.syncClaimByKey("default", "copy");
+    await sandbox.csi.setFaults({
+      errorProbability: 1,
+      errorCodes: ["UNAVAILABLE"],
+      methods: ["CreateVolume"],
+      afterProbability: 0,
+    });
+    await system.provisioner.syncClaim("default", "copy").catch(() => undefined);
+    await sandbox.csi.clearFaults();
+    assert.ok(
+      (await getClaim("source"))?.metadata.finalizers?.includes(
+        "provisioner.storage.kubernetes.io/cloning-protection",
+      ),
+    );
+    await system.settle();
+    assert.equal((await getClaim("copy"))?.status?.phase, "Bound");
+    assert.ok(
+      !(await getClaim("source"))?.metadata.finalizers?.includes(
+        "provisioner.storage.kubernetes.io/cloning-protection",
+      ),
+    );
+    const copy = (await sandbox.csi.volumes()).find((v) => v.name !== sourcePv.metadata.name);
+    assert.deepEqual(copy?.contentSource, { volumeId: sourcePv.spec.csi?.volumeHandle });
+  });
+
   it("Retain keeps both the PV (Released) and the backing volume", async () => {
     await system.kube.create(persistentVolumeClaims, claim("precious", "keep"));
     await system.settle();

@@ -47,6 +47,7 @@ import type { ProvisionerOptions } from "../options.ts";
 import { volumeNameForClaim } from "../volume-name.ts";
 import { loadCreateVolumeRequest, readSecretData } from "./load-request.ts";
 import { type ProvisionerMetrics, provisionerMetrics } from "./provisioner-metrics.ts";
+import { protectSource, releaseSource } from "./source-protection.ts";
 
 export interface ProvisionerReport {
   object: string;
@@ -243,6 +244,8 @@ export class ProvisionerController {
       return { object, outcome: "provisioning failed", error: built.error };
     }
 
+    // The source of a clone or restore must outlive the copy.
+    await protectSource(this.kube, claim);
     let volume: Volume;
     try {
       const response = await this.csi.createVolume(built.request);
@@ -250,7 +253,15 @@ export class ProvisionerController {
       volume = response.volume;
     } catch (err) {
       this.metrics.provisionFailed.inc(labels);
-      return this.createFailed(object, claim, storageClass, err, built.selectedNode !== undefined);
+      const report = await this.createFailed(
+        object,
+        claim,
+        storageClass,
+        err,
+        built.selectedNode !== undefined,
+      );
+      await releaseSource(this.kube, claim);
+      return report;
     }
 
     const pv = buildPersistentVolume({
@@ -270,6 +281,7 @@ export class ProvisionerController {
       return { object, outcome: "provisioning failed", error: pv.error };
     }
     await this.saveVolume(pv.value);
+    await releaseSource(this.kube, claim);
     await this.events.event(claim, "Normal", reason.provisioningSucceeded, message.succeeded(pvName));
     this.metrics.provisionTotal.inc(labels);
     this.metrics.provisionDuration.observe(labels, (performance.now() - started) / 1000);
@@ -383,6 +395,7 @@ export class ProvisionerController {
   }
 
   private async releaseIntent(claim: PersistentVolumeClaim): Promise<void> {
+    await releaseSource(this.kube, claim);
     await this.kube.replace(
       persistentVolumeClaims,
       withoutAnnotations(withoutFinalizer(claim, provisioningFinalizer), backoffAnnotations),
