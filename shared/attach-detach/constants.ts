@@ -1,0 +1,34 @@
+// Names, Event reasons and messages of kube-controller-manager's
+// attach/detach controller, plus the annotations that carry the state a
+// stateless reconcile needs between events.
+export const eventSource = "attachdetach-controller";
+
+export const reason = {
+  successfulAttachVolume: "SuccessfulAttachVolume",
+  failedAttachVolume: "FailedAttachVolume",
+} as const;
+
+export const message = {
+  attached: (pv: string) => `AttachVolume.Attach succeeded for volume "${pv}"`,
+  attachFailed: (pv: string, err: string) => `AttachVolume.Attach failed for volume "${pv}" : ${err}`,
+  multiAttach: (pv: string, detail: string) => `Multi-Attach error for volume "${pv}" ${detail}`,
+  exclusivelyAttached: "Volume is already exclusively attached to one node and can't be attached to another",
+} as const;
+
+/** Upstream's maxWaitForUnmountDuration: after it, an unhealthy node's volumes detach even if reported in use. */
+export const maxWaitForUnmountMs = 6 * 60 * 1000;
+export const outOfServiceTaint = "node.kubernetes.io/out-of-service";
+
+/**
+ * On a single-node (RWO/RWOP) PV: the node it is reserved for. Taken with a
+ * conditional write before a VolumeAttachment is created and released once
+ * no VolumeAttachment for that node is left, so two reconciles running at
+ * once for different nodes can never attach the volume twice.
+ */
+export const annAttachLock = "attachdetach.kube-storage-functions.io/node";
+/** On a VolumeAttachment: the success Event was sent (upstream sends it once, from memory). */
+export const annAttachReported = "attachdetach.kube-storage-functions.io/attach-reported";
+/** On a VolumeAttachment: the attachError.time already announced with FailedAttachVolume. */
+export const annAttachErrorReported = "attachdetach.kube-storage-functions.io/attach-error-reported";
+/** On a VolumeAttachment: when detaching was first wanted but the node still used the volume. */
+export const annDetachRequestedAt = "attachdetach.kube-storage-functions.io/detach-requested-at";

@@ -1,0 +1,279 @@
+// The attach/detach controller's reconcile for one node, as a pure decision:
+// desired attachments (CSI volumes of non-terminated pods scheduled there,
+// through bound claims, for drivers that attach) against actual
+// VolumeAttachments. Detach first, then attach; single-node volumes never
+// attach to a second node.
+import type {
+  CSIDriver,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  VolumeAttachment,
+} from "../kube/types.ts";
+import {
+  annAttachErrorReported,
+  annAttachLock,
+  annAttachReported,
+  annDetachRequestedAt,
+  maxWaitForUnmountMs,
+  message,
+  outOfServiceTaint,
+  reason,
+} from "./constants.ts";
+import { uniqueVolumeName, volumeAttachmentName } from "./volume-attachment-name.ts";
+
+export interface NodeReconcileInput {
+  nodeName: string;
+  /** undefined when the Node object is gone. */
+  node: Node | undefined;
+  /** Pods whose spec.nodeName is this node. */
+  pods: readonly Pod[];
+  claims: readonly PersistentVolumeClaim[];
+  /** PVs the pods' claims name, PVs this node's VolumeAttachments name, and any PV the event named. */
+  volumes: readonly PersistentVolume[];
+  drivers: readonly CSIDriver[];
+  /** Every VolumeAttachment (other nodes' too: single-node volumes must be checked cluster-wide). */
+  attachments: readonly VolumeAttachment[];
+  now: Date;
+}
+
+export type AttachDetachStep =
+  | { op: "acquire-lock"; volume: PersistentVolume }
+  | { op: "release-lock"; volume: PersistentVolume }
+  | { op: "create-attachment"; attachment: VolumeAttachment }
+  | { op: "delete-attachment"; attachment: VolumeAttachment }
+  | { op: "update-attachment"; attachment: VolumeAttachment }
+  | { op: "event"; pod: Pod; type: "Normal" | "Warning"; reason: string; message: string }
+  /** Multi-Attach error: the message names pods elsewhere, which the runtime reads only on this rare path. */
+  | { op: "multi-attach"; volume: PersistentVolume; pods: Pod[] };
+
+export interface NodePlan {
+  steps: AttachDetachStep[];
+  /** Nodes to reconcile next: a released lock may let a waiting node attach. */
+  followUpVolumes: string[];
+  summary: string[];
+}
+
+interface DesiredVolume {
+  volume: PersistentVolume;
+  driver: string;
+  handle: string;
+  pods: Pod[];
+}
+
+function isTerminated(pod: Pod): boolean {
+  return pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
+}
+
+function claimNamesOf(pod: Pod): string[] {
+  const names: string[] = [];
+  for (const v of pod.spec.volumes ?? []) {
+    if (v.persistentVolumeClaim?.claimName) names.push(v.persistentVolumeClaim.claimName);
+    // Generic ephemeral volumes: the claim is named <pod>-<volume>.
+    else if (v.ephemeral) names.push(`${pod.metadata.name}-${v.name}`);
+  }
+  return names;
+}
+
+/** RWX or ROX lets a volume attach to several nodes; RWO/RWOP alone do not (an empty list: let the driver decide). */
+export function isMultiAttachAllowed(pv: PersistentVolume): boolean {
+  const modes = pv.spec.accessModes ?? [];
+  if (modes.length === 0) return true;
+  return modes.includes("ReadWriteMany") || modes.includes("ReadOnlyMany");
+}
+
+export function isNodeHealthy(node: Node | undefined): boolean {
+  if (!node) return false;
+  const ready = node.status?.conditions?.find((c) => c.type === "Ready");
+  if (ready?.status !== "True") return false;
+  return !(node.spec?.taints ?? []).some((t) => t.key === outOfServiceTaint);
+}
+
+/** Desired attachments on the node, keyed by PV name. */
+export function desiredVolumes(input: NodeReconcileInput): Map<string, DesiredVolume> {
+  const claims = new Map(input.claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
+  const volumes = new Map(input.volumes.map((v) => [v.metadata.name, v]));
+  const drivers = new Map(input.drivers.map((d) => [d.metadata.name, d]));
+  const desired = new Map<string, DesiredVolume>();
+  for (const pod of input.pods) {
+    if (pod.spec.nodeName !== input.nodeName || isTerminated(pod)) continue;
+    for (const claimName of claimNamesOf(pod)) {
+      const claim = claims.get(`${pod.metadata.namespace}/${claimName}`);
+      const pvName = claim?.spec.volumeName;
+      if (!claim || !pvName) continue; // not bound yet: nothing to attach
+      const pv = volumes.get(pvName);
+      // Only a PV bound back to this claim is attached (upstream refuses half-bound pairs).
+      if (!pv?.spec.csi || pv.spec.claimRef?.uid !== claim.metadata.uid) continue;
+      const driver = pv.spec.csi.driver;
+      // No CSIDriver object means attach is required (upstream's default).
+      if (drivers.get(driver)?.spec.attachRequired === false) continue;
+      const entry = desired.get(pvName);
+      if (entry) entry.pods.push(pod);
+      else desired.set(pvName, { volume: pv, driver, handle: pv.spec.csi.volumeHandle, pods: [pod] });
+    }
+  }
+  return desired;
+}
+
+function annotate(va: VolumeAttachment, key: string, value: string | undefined): VolumeAttachment {
+  const annotations = { ...va.metadata.annotations };
+  if (value === undefined) delete annotations[key];
+  else annotations[key] = value;
+  return { ...va, metadata: { ...va.metadata, annotations } };
+}
+
+export function reconcileNode(input: NodeReconcileInput): NodePlan {
+  const steps: AttachDetachStep[] = [];
+  const summary: string[] = [];
+  const followUpVolumes: string[] = [];
+  const { nodeName } = input;
+  const desired = desiredVolumes(input);
+  const volumes = new Map(input.volumes.map((v) => [v.metadata.name, v]));
+  const here = input.attachments.filter(
+    (va) => va.spec.nodeName === nodeName && va.spec.source.persistentVolumeName,
+  );
+  const inUse = new Set(input.node?.status?.volumesInUse ?? []);
+  const healthy = isNodeHealthy(input.node);
+
+  // Detach first: attachments on this node that no pod wants any more.
+  for (const va of here) {
+    const pvName = va.spec.source.persistentVolumeName!;
+    if (desired.has(pvName) || va.metadata.deletionTimestamp) continue;
+    const pv = volumes.get(pvName);
+    const handle = pv?.spec.csi?.volumeHandle;
+    const mounted = handle !== undefined && inUse.has(uniqueVolumeName(va.spec.attacher, handle));
+    if (mounted) {
+      // Observed: kubelet still reports the volume in use. Wait; an unhealthy node waits at most 6 minutes.
+      const since = va.metadata.annotations?.[annDetachRequestedAt];
+      if (!since) {
+        steps.push({
+          op: "update-attachment",
+          attachment: annotate(va, annDetachRequestedAt, input.now.toISOString()),
+        });
+        summary.push(`detach of ${pvName} waits: the node still uses it`);
+        continue;
+      }
+      const waited = input.now.getTime() - Date.parse(since);
+      if (healthy || waited < maxWaitForUnmountMs) {
+        summary.push(`detach of ${pvName} waits: the node still uses it`);
+        continue;
+      }
+      summary.push(`detaching ${pvName} from unhealthy node after ${Math.round(waited / 1000)}s`);
+    } else {
+      summary.push(`detaching ${pvName}`);
+    }
+    steps.push({ op: "delete-attachment", attachment: va });
+  }
+
+  // Locks this node holds on volumes it neither wants nor has an attachment for are released.
+  for (const pv of input.volumes) {
+    if (pv.metadata.annotations?.[annAttachLock] !== nodeName || desired.has(pv.metadata.name)) continue;
+    if (here.some((va) => va.spec.source.persistentVolumeName === pv.metadata.name)) continue;
+    steps.push({ op: "release-lock", volume: pv });
+    followUpVolumes.push(pv.metadata.name);
+    summary.push(`released ${pv.metadata.name}`);
+  }
+
+  // Then attach what is wanted and missing.
+  for (const [pvName, want] of desired) {
+    const name = volumeAttachmentName(want.handle, want.driver, nodeName);
+    const existing = here.find((va) => va.metadata.name === name);
+    if (existing) {
+      if (existing.metadata.deletionTimestamp) {
+        summary.push(`${pvName} is still detaching from this node; attach follows`);
+        continue;
+      }
+      reportAttachState(existing, want, steps, summary);
+      continue;
+    }
+    if (!isMultiAttachAllowed(want.volume)) {
+      const lock = want.volume.metadata.annotations?.[annAttachLock];
+      const elsewhere = input.attachments.some(
+        (va) => va.spec.source.persistentVolumeName === pvName && va.spec.nodeName !== nodeName,
+      );
+      if (elsewhere || (lock !== undefined && lock !== nodeName)) {
+        // Observed: a single-node volume is (or may still be) attached elsewhere.
+        steps.push({ op: "multi-attach", volume: want.volume, pods: want.pods });
+        summary.push(`multi-attach refused for ${pvName}`);
+        continue;
+      }
+      if (lock === undefined) steps.push({ op: "acquire-lock", volume: want.volume });
+    }
+    steps.push({
+      op: "create-attachment",
+      attachment: {
+        apiVersion: "storage.k8s.io/v1",
+        kind: "VolumeAttachment",
+        metadata: { name },
+        spec: { attacher: want.driver, nodeName, source: { persistentVolumeName: pvName } },
+      },
+    });
+    summary.push(`attaching ${pvName}`);
+  }
+  return { steps, followUpVolumes, summary };
+}
+
+/** Success is announced once per attachment; an attach error once per error time. */
+function reportAttachState(
+  va: VolumeAttachment,
+  want: DesiredVolume,
+  steps: AttachDetachStep[],
+  summary: string[],
+): void {
+  const pvName = want.volume.metadata.name;
+  let next = va;
+  if (va.metadata.annotations?.[annDetachRequestedAt]) next = annotate(next, annDetachRequestedAt, undefined);
+  if (va.status?.attached) {
+    if (!va.metadata.annotations?.[annAttachReported]) {
+      next = annotate(next, annAttachReported, "true");
+      for (const pod of want.pods) {
+        steps.push({
+          op: "event",
+          pod,
+          type: "Normal",
+          reason: reason.successfulAttachVolume,
+          message: message.attached(pvName),
+        });
+      }
+      summary.push(`${pvName} attached`);
+    }
+  } else if (
+    va.status?.attachError?.time &&
+    va.metadata.annotations?.[annAttachErrorReported] !== va.status.attachError.time
+  ) {
+    next = annotate(next, annAttachErrorReported, va.status.attachError.time);
+    for (const pod of want.pods) {
+      steps.push({
+        op: "event",
+        pod,
+        type: "Warning",
+        reason: reason.failedAttachVolume,
+        message: message.attachFailed(pvName, va.status.attachError.message ?? ""),
+      });
+    }
+    summary.push(`${pvName} failed to attach`);
+  }
+  if (next !== va) steps.push({ op: "update-attachment", attachment: next });
+}
+
+/**
+ * Upstream's Multi-Attach message: pods elsewhere in the same namespace by
+ * name, pods in other namespaces only counted (their names are not the
+ * reader's business).
+ */
+export function multiAttachMessage(pvName: string, namespace: string, podsElsewhere: readonly Pod[]): string {
+  const same = podsElsewhere
+    .filter((p) => p.metadata.namespace === namespace)
+    .map((p) => p.metadata.name)
+    .sort();
+  const others = podsElsewhere.filter((p) => p.metadata.namespace !== namespace).length;
+  if (same.length === 0 && others === 0) return message.multiAttach(pvName, message.exclusivelyAttached);
+  if (others === 0) return message.multiAttach(pvName, `Volume is already used by pod(s) ${same.join(", ")}`);
+  if (same.length === 0)
+    return message.multiAttach(pvName, `Volume is already used by ${others} pod(s) in different namespaces`);
+  return message.multiAttach(
+    pvName,
+    `Volume is already used by pod(s) ${same.join(", ")} and ${others} pod(s) in different namespaces`,
+  );
+}
