@@ -3,6 +3,7 @@
 // supplies "parse the envelope" and "handle one event".
 //
 //   POST /         parse the body into events, handle them in order, 200 {function, results}
+//                  (only for functions with events; admission has none, so POST / is a 404 there)
 //   POST /resync   a full pass (404 when the function has none)
 //   GET  /healthz  200 while the process lives
 //   GET  /readyz   200 when spec.ready() says so (503 while shutting down)
@@ -31,10 +32,14 @@ export interface RequestContext {
 export interface FunctionSpec<E> {
   /** "binder": used in logs, metrics labels and answers. */
   name: string;
-  /** Throws an error with `status` 400..499 (e.g. EnvelopeError) on bad input. May return []. */
-  parseEvents(headers: IncomingHttpHeaders, body: Buffer): E[];
+  /**
+   * Throws an error with `status` 400..499 (e.g. EnvelopeError) on bad input. May return [].
+   * Omit both parseEvents and handleEvent for a function that takes no events
+   * (admission: it answers on its own routes); POST / is then not served.
+   */
+  parseEvents?(headers: IncomingHttpHeaders, body: Buffer): E[];
   /** Returns a summary that goes into the 200 body. */
-  handleEvent(event: E, ctx: RequestContext): Promise<object>;
+  handleEvent?(event: E, ctx: RequestContext): Promise<object>;
   /** Log fields for one event (eventId, objectKey, resourceVersion); handleEvent's ctx.log carries them. */
   describeEvent?(event: E): EventLogFields;
   resync?(ctx: RequestContext): Promise<object>;
@@ -146,6 +151,12 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
   const requests = requestMetrics(metrics);
   const limit = spec.maxBodyBytes ?? maxBodyBytesFromEnv();
   const runtime: FunctionRuntime = { name: spec.name, log, metrics, draining: false };
+  // Bound: a spec written as a class or with `this` keeps working.
+  const parseEvents = spec.parseEvents?.bind(spec);
+  const handleEvent = spec.handleEvent?.bind(spec);
+  if ((parseEvents === undefined) !== (handleEvent === undefined)) {
+    throw new Error(`${spec.name}: give both parseEvents and handleEvent, or neither`);
+  }
 
   const app = express();
   app.disable("x-powered-by");
@@ -202,23 +213,25 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
       .json({ error: `method ${req.method} not allowed on ${match.pattern}; allowed: ${allow}` });
   });
 
-  builtin.post("/", rawBody(limit), async (req, res) => {
-    const state = stateOf(req);
-    const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const events = spec.parseEvents(req.headers, body);
-    if (!Array.isArray(events)) throw new Error(`${spec.name}: parseEvents did not return an array`);
-    const results: object[] = [];
-    for (const event of events) {
-      state.ctx.signal.throwIfAborted();
-      const eventLog = spec.describeEvent
-        ? requestLogger(state.ctx.log, spec.describeEvent(event))
-        : state.ctx.log;
-      state.log = eventLog;
-      results.push(await spec.handleEvent(event, { ...state.ctx, log: eventLog }));
-    }
-    state.log = state.ctx.log;
-    if (!res.destroyed) res.status(200).json({ function: spec.name, results });
-  });
+  if (parseEvents !== undefined && handleEvent !== undefined) {
+    builtin.post("/", rawBody(limit), async (req, res) => {
+      const state = stateOf(req);
+      const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const events = parseEvents(req.headers, body);
+      if (!Array.isArray(events)) throw new Error(`${spec.name}: parseEvents did not return an array`);
+      const results: object[] = [];
+      for (const event of events) {
+        state.ctx.signal.throwIfAborted();
+        const eventLog = spec.describeEvent
+          ? requestLogger(state.ctx.log, spec.describeEvent(event))
+          : state.ctx.log;
+        state.log = eventLog;
+        results.push(await handleEvent(event, { ...state.ctx, log: eventLog }));
+      }
+      state.log = state.ctx.log;
+      if (!res.destroyed) res.status(200).json({ function: spec.name, results });
+    });
+  }
 
   builtin.post("/resync", rawBody(limit), async (req, res) => {
     if (spec.resync === undefined) {
