@@ -182,10 +182,16 @@ describe("CSI handler over the sandbox", () => {
       finalizer,
     ]);
 
+    // PV events that show no deletion are decided from the event alone.
+    await c.sandbox.admin.resetCounters();
+    const [skipped] = await c.attacher.handleEvent({ ...pvEvent("pv-a"), object: protectedPv });
+    assert.equal(skipped?.outcome, "not being deleted with the attacher finalizer");
+    assert.deepEqual(await c.sandbox.admin.counters(), {}, "not even a read");
+
     // Deleting the PV later: nothing references it, so the attacher lets it go.
     const dying = await c.kube.delete(persistentVolumes, "pv-a");
     assert.ok(dying?.metadata.deletionTimestamp);
-    const [released] = await c.attacher.handleEvent(pvEvent("pv-a"));
+    const [released] = await c.attacher.handleEvent({ ...pvEvent("pv-a"), object: dying });
     assert.equal(released?.outcome, "removed the attacher finalizer");
     await assert.rejects(c.kube.get(persistentVolumes, "pv-a"), { code: 404 });
   });

@@ -167,6 +167,15 @@ export class AttacherController {
       // A DELETED PV is gone: our finalizer, if any, was removed before.
       if (e.action === "delete")
         return [{ object: `volume ${e.name}`, outcome: "deleted; nothing left to do" }];
+      // Every PV change in the cluster comes here; only a deleting PV with our finalizer needs a look.
+      // Whatever makes both true later arrives as an event of its own, so the event's copy may decide.
+      const hint = e.object as Partial<PersistentVolume> | undefined;
+      if (hint?.metadata) {
+        const { finalizer } = await this.handler();
+        const held = finalizer !== undefined && (hint.metadata.finalizers ?? []).includes(finalizer);
+        if (!held || !hint.metadata.deletionTimestamp)
+          return [{ object: `volume ${e.name}`, outcome: "not being deleted with the attacher finalizer" }];
+      }
       return [await this.syncVolume(e.name)];
     }
     return [];
