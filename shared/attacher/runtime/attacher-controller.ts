@@ -269,13 +269,13 @@ export class AttacherController {
     const pv = await loadVolume(this.kube, va.spec.source.persistentVolumeName);
     const source = resolveSource(va, pv, { forAttach: true });
     if (!source.ok) throw new AttachmentError(source.error);
-    if (source.pv) {
-      const patch = addVolumeFinalizerPatch(source.pv, finalizer);
-      if (patch) {
-        await describing("could not add PersistentVolume finalizer", () =>
-          this.patchVolume(source.pv!.metadata.name, patch),
-        );
-      }
+    const volume = source.pv;
+    // The PV must outlive every detach of it: our finalizer goes on before anything is published.
+    const protect = volume ? addVolumeFinalizerPatch(volume, finalizer) : undefined;
+    if (volume && protect) {
+      await describing("could not add PersistentVolume finalizer", () =>
+        this.patchVolume(volume.metadata.name, protect),
+      );
     }
     const capability = volumeCapabilityFor(source.spec, source.csi, handler.publish);
     if (!capability.ok) throw new AttachmentError(capability.error);
