@@ -1,0 +1,66 @@
+// Entry of the admission function: `FUNCTION=admission npm run serve`, or the
+// container command. Configuration (README): KUBECONFIG (or the in-cluster
+// service account), PORT, LOG_LEVEL, MAX_BODY_BYTES, PROVISIONER_DRIVERS,
+// ADMISSION_LOOKUP_TIMEOUT_MS, ADMISSION_CACHE_TTL_MS,
+// ADMISSION_CACHE_MAX_ENTRIES, ADMISSION_FAILURE_POLICY_MUTATE_PVC,
+// ADMISSION_FAILURE_POLICY_VALIDATE_PVC, ADMISSION_FAILURE_POLICY_VALIDATE_VA
+// (shared/admission/config.ts).
+//
+// Building and serving are apart on purpose: createAdmission() makes the app,
+// and serving it is the one serveFunction() call in main(). kube-apiserver
+// only calls webhooks over HTTPS, so that call is the seam where HTTPS
+// serving (shared/tls) takes over; until then this serves plain HTTP, which
+// is what tests and a TLS-terminating proxy / Knative route need.
+import { createClusterLookups } from "../../shared/admission/cluster-lookups.ts";
+import { type AdmissionConfig, admissionConfigFromEnv } from "../../shared/admission/config.ts";
+import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
+import type { FunctionApp } from "../../shared/http/function-app.ts";
+import { serveFunction } from "../../shared/http/serve.ts";
+import { loadKubeConfig } from "../../shared/kube/client.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { createLogger, type Logger } from "../../shared/log.ts";
+import { processMetrics } from "../../shared/metrics.ts";
+import { admissionBodyLimit, createAdmissionApp } from "./app.ts";
+
+export interface Admission {
+  app: FunctionApp;
+  config: AdmissionConfig;
+  logger: Logger;
+  /** Closes the API client; pass it to the server's close hooks. */
+  close(): Promise<void>;
+}
+
+/** The admission app from the environment, not yet serving. */
+export function createAdmission(env: NodeJS.ProcessEnv = process.env): Admission {
+  const logger = createLogger({ name: "admission" });
+  const config = admissionConfigFromEnv(env);
+  // No API request may outlive the lookup deadline: a stuck one would hold
+  // every review that waits on the same cache key.
+  const kube = new KubeJsonClient(loadKubeConfig(env), { requestTimeoutMs: config.lookupTimeoutMs });
+  const metrics = processMetrics();
+  const lookups = createClusterLookups(kube, {
+    timeoutMs: config.lookupTimeoutMs,
+    cacheTtlMs: config.cacheTtlMs,
+    cacheMaxEntries: config.cacheMaxEntries,
+    metrics,
+  });
+  const app = createAdmissionApp({
+    hooks: createAdmissionHooks({ lookups, config }),
+    logger,
+    metrics,
+    maxBodyBytes: admissionBodyLimit(env),
+  });
+  return { app, config, logger, close: () => kube.close() };
+}
+
+export async function main(): Promise<void> {
+  const admission = createAdmission();
+  // The serving seam: replace this call to serve HTTPS (shared/tls).
+  await serveFunction(admission.app, {
+    name: "admission",
+    logger: admission.logger,
+    onClose: [() => admission.close()],
+  });
+}
+
+if (import.meta.main) await main();

@@ -1,0 +1,98 @@
+// The admission function's settings, from the environment. Checked at start
+// so a typo fails the process instead of the first review.
+//
+//   PROVISIONER_DRIVERS                      ""     provisioner names our provisioner function serves (comma-separated)
+//   ADMISSION_LOOKUP_TIMEOUT_MS              2000   deadline per API lookup (below kube-apiserver's webhook timeout)
+//   ADMISSION_CACHE_TTL_MS                   5000   how long looked-up StorageClasses/CSIDrivers are reused (0 = not)
+//   ADMISSION_CACHE_MAX_ENTRIES              1000   CSIDriver names kept at most
+//   ADMISSION_FAILURE_POLICY_MUTATE_PVC      Ignore when StorageClasses cannot be read: admit without the class-dependent changes, with a warning
+//   ADMISSION_FAILURE_POLICY_VALIDATE_PVC    Fail   when an expansion's StorageClass cannot be read: deny (retry later)
+//   ADMISSION_FAILURE_POLICY_VALIDATE_VA     Fail   when the attacher's CSIDriver cannot be read: deny (retry later)
+
+/** What a hook does when a lookup it needs fails: admit without it (with a warning), or deny. */
+export type FailurePolicy = "Ignore" | "Fail";
+
+export interface AdmissionConfig {
+  provisionerDrivers: ReadonlySet<string>;
+  lookupTimeoutMs: number;
+  cacheTtlMs: number;
+  cacheMaxEntries: number;
+  failurePolicy: {
+    mutateClaims: FailurePolicy;
+    validateClaims: FailurePolicy;
+    validateAttachments: FailurePolicy;
+  };
+}
+
+/**
+ * Knative keeps its own webhooks at 2 s and kube-apiserver's default webhook
+ * timeout is 10 s: 2 s leaves room for the rest of the review and the network.
+ */
+export const DEFAULT_LOOKUP_TIMEOUT_MS = 2_000;
+export const DEFAULT_CACHE_TTL_MS = 5_000;
+export const DEFAULT_CACHE_MAX_ENTRIES = 1_000;
+
+export function defaultAdmissionConfig(): AdmissionConfig {
+  return {
+    provisionerDrivers: new Set(),
+    lookupTimeoutMs: DEFAULT_LOOKUP_TIMEOUT_MS,
+    cacheTtlMs: DEFAULT_CACHE_TTL_MS,
+    cacheMaxEntries: DEFAULT_CACHE_MAX_ENTRIES,
+    failurePolicy: { mutateClaims: "Ignore", validateClaims: "Fail", validateAttachments: "Fail" },
+  };
+}
+
+function integer(env: NodeJS.ProcessEnv, key: string, fallback: number, min: number, max: number): number {
+  const raw = env[key]?.trim();
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value < min || value > max)
+    throw new Error(`${key} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function policy(env: NodeJS.ProcessEnv, key: string, fallback: FailurePolicy): FailurePolicy {
+  const raw = env[key]?.trim().toLowerCase();
+  if (raw === undefined || raw === "") return fallback;
+  if (raw === "ignore") return "Ignore";
+  if (raw === "fail") return "Fail";
+  throw new Error(`${key} must be Ignore or Fail, got ${JSON.stringify(env[key])}`);
+}
+
+/** Provisioner names: CSI driver names, DNS-1123 subdomains of at most 63 characters. */
+const DRIVER_NAME = /^[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$/;
+
+function driverList(env: NodeJS.ProcessEnv, key: string): Set<string> {
+  const names = (env[key] ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+  for (const name of names) {
+    if (!DRIVER_NAME.test(name))
+      throw new Error(`${key}: ${JSON.stringify(name)} is not a valid provisioner (CSI driver) name`);
+  }
+  return new Set(names);
+}
+
+export function admissionConfigFromEnv(env: NodeJS.ProcessEnv = process.env): AdmissionConfig {
+  const defaults = defaultAdmissionConfig();
+  return {
+    provisionerDrivers: driverList(env, "PROVISIONER_DRIVERS"),
+    lookupTimeoutMs: integer(env, "ADMISSION_LOOKUP_TIMEOUT_MS", defaults.lookupTimeoutMs, 1, 30_000),
+    cacheTtlMs: integer(env, "ADMISSION_CACHE_TTL_MS", defaults.cacheTtlMs, 0, 300_000),
+    cacheMaxEntries: integer(env, "ADMISSION_CACHE_MAX_ENTRIES", defaults.cacheMaxEntries, 1, 1_000_000),
+    failurePolicy: {
+      mutateClaims: policy(env, "ADMISSION_FAILURE_POLICY_MUTATE_PVC", defaults.failurePolicy.mutateClaims),
+      validateClaims: policy(
+        env,
+        "ADMISSION_FAILURE_POLICY_VALIDATE_PVC",
+        defaults.failurePolicy.validateClaims,
+      ),
+      validateAttachments: policy(
+        env,
+        "ADMISSION_FAILURE_POLICY_VALIDATE_VA",
+        defaults.failurePolicy.validateAttachments,
+      ),
+    },
+  };
+}
