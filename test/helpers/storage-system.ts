@@ -2,12 +2,20 @@
 // their functions wire them, plus `settle`: deliver every claim and volume to
 // both controllers, round after round, until a round writes nothing (what
 // events plus the periodic resync achieve in a cluster).
+import { AttachDetachController } from "../../shared/attach-detach/runtime/attach-detach-controller.ts";
+import { AttacherController } from "../../shared/attacher/runtime/attacher-controller.ts";
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import { CsiClient } from "../../shared/csi/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
-import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import {
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  pods,
+  volumeAttachments,
+} from "../../shared/kube/resources.ts";
+import type { KubeObject } from "../../shared/kube/types.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
 import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
@@ -22,6 +30,8 @@ export interface StorageSystem {
   binder: BinderController;
   /** A provisioner instance; `newProvisioner()` stands for a restarted process. */
   provisioner: ProvisionerController;
+  attachDetach: AttachDetachController;
+  attacher: AttacherController;
   newProvisioner(): ProvisionerController;
   settle(options?: { maxRounds?: number }): Promise<{ rounds: number; errors: string[] }>;
   close(): Promise<void>;
@@ -58,47 +68,47 @@ export async function startStorageSystem(
       options: { ...defaultProvisionerOptions(driverName), ...options },
       metrics,
     });
+  const attachDetach = new AttachDetachController({
+    kube,
+    events: new EventRecorder(kube, { component: "attachdetach-controller", logger: quiet }),
+  });
+  const attacher = new AttacherController({ kube, csi, driverName });
   const system: StorageSystem = {
     kube,
     csi,
     binder,
     provisioner: newProvisioner(),
+    attachDetach,
+    attacher,
     newProvisioner,
     async settle({ maxRounds = 40 } = {}) {
       const errors: string[] = [];
       let quietRounds = 0;
       for (let round = 1; round <= maxRounds; round++) {
         const before = objectWrites(await sandbox.admin.counters());
-        const [claims, volumes] = await Promise.all([
-          kube.list<PersistentVolumeClaim>(persistentVolumeClaims),
-          kube.list<PersistentVolume>(persistentVolumes),
-        ]);
+        const kinds = [
+          { r: persistentVolumeClaims, kind: "PersistentVolumeClaim", apiVersion: "v1" },
+          { r: persistentVolumes, kind: "PersistentVolume", apiVersion: "v1" },
+          { r: pods, kind: "Pod", apiVersion: "v1" },
+          { r: nodes, kind: "Node", apiVersion: "v1" },
+          { r: volumeAttachments, kind: "VolumeAttachment", apiVersion: "storage.k8s.io/v1" },
+        ];
+        const lists = await Promise.all(kinds.map((k) => kube.list<KubeObject>(k.r)));
         const deliveries: (() => Promise<unknown>)[] = [];
-        for (const c of claims.items) {
-          const e = {
-            action: "update" as const,
-            kind: "PersistentVolumeClaim",
-            apiVersion: "v1",
-            name: c.metadata.name,
-            namespace: c.metadata.namespace ?? "",
-          };
-          deliveries.push(
-            () => system.binder.handleEvent(e),
-            () => system.provisioner.handleEvent(e),
-          );
-        }
-        for (const v of volumes.items) {
-          const e = {
-            action: "update" as const,
-            kind: "PersistentVolume",
-            apiVersion: "v1",
-            name: v.metadata.name,
-          };
-          deliveries.push(
-            () => system.binder.handleEvent(e),
-            () => system.provisioner.handleEvent(e),
-          );
-        }
+        const controllers = [system.binder, system.provisioner, system.attachDetach, system.attacher];
+        kinds.forEach((k, i) => {
+          for (const o of lists[i]!.items) {
+            const e = {
+              action: "update" as const,
+              kind: k.kind,
+              apiVersion: k.apiVersion,
+              name: o.metadata.name,
+              ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+              object: o,
+            };
+            for (const c of controllers) deliveries.push(() => c.handleEvent(e));
+          }
+        });
         for (const d of deliveries) {
           try {
             await d();
