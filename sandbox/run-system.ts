@@ -20,6 +20,8 @@ interface Running {
 const functions: { name: string; resync: boolean }[] = [
   { name: "binder", resync: true },
   { name: "provisioner", resync: true },
+  { name: "attach-detach", resync: true },
+  { name: "attacher", resync: true },
 ];
 
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
