@@ -9,6 +9,15 @@
 //   GET  /readyz   200 when spec.ready() says so (503 while shutting down)
 //   GET  /metrics  Prometheus text
 //   anything else  the function's own routes, else 405 (known path) / 404, JSON
+//
+// Every route but the probes requires the caller identity AUTH_MODE asks for
+// (shared/http/auth.ts): 401/403 before any body is read.
+//
+// Hardening, for every function: bodies are bounded (MAX_BODY_BYTES, 413) and
+// read raw, so the envelope parser (not express) judges the content type and
+// answers a clear 4xx; answers are JSON with `nosniff` and `no-store`, never
+// a stack trace (errors.ts says "internal error" and logs the detail, and the
+// log scrubs credentials); request ids from headers are sanitised.
 
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
@@ -19,6 +28,7 @@ import type { EventLogFields, Logger } from "../log.ts";
 import { createLogger, requestLogger } from "../log.ts";
 import type { Registry } from "../metrics.ts";
 import { outcomeOfStatus, processMetrics, requestMetrics } from "../metrics.ts";
+import { type AuthPolicy, authorize, authPolicyFromEnv } from "./auth.ts";
 import { classifyError } from "./errors.ts";
 import { allows, matchRoute } from "./route-table.ts";
 
@@ -57,6 +67,12 @@ export interface FunctionSpec<E> {
   logger?: Logger;
   /** Defaults to MAX_BODY_BYTES, then 1 MiB. */
   maxBodyBytes?: number;
+  /**
+   * Who may call the non-probe routes. Defaults to the AUTH_* environment
+   * (authPolicyFromEnv: AUTH_MODE=none means open); null means open whatever
+   * the environment says (for callers that authenticate differently).
+   */
+  auth?: AuthPolicy | null;
 }
 
 /** What serveFunction (and tests) need beyond the express app itself. */
@@ -66,6 +82,10 @@ export interface FunctionRuntime {
   readonly metrics: Registry;
   /** Set when shutting down: /readyz answers 503 so no new traffic is routed here. */
   draining: boolean;
+  /** "none", "token" or "tokenreview". */
+  readonly authMode: string;
+  /** Run by serveFunction after the server has closed (e.g. the TokenReview client). */
+  readonly closeHooks: (() => Promise<void>)[];
 }
 
 export type FunctionApp = Express & { readonly runtime: FunctionRuntime };
@@ -90,6 +110,8 @@ interface RequestState {
   log: Logger;
   started: bigint;
   route?: string;
+  /** The authenticated caller, for the request log line. */
+  user?: string;
 }
 
 const states = new WeakMap<Request, RequestState>();
@@ -150,7 +172,15 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
   const metrics = spec.metrics ?? processMetrics();
   const requests = requestMetrics(metrics);
   const limit = spec.maxBodyBytes ?? maxBodyBytesFromEnv();
-  const runtime: FunctionRuntime = { name: spec.name, log, metrics, draining: false };
+  const auth = spec.auth === undefined ? authPolicyFromEnv(process.env) : (spec.auth ?? undefined);
+  const runtime: FunctionRuntime = {
+    name: spec.name,
+    log,
+    metrics,
+    draining: false,
+    authMode: auth?.mode ?? "none",
+    closeHooks: auth?.close ? [() => auth.close?.() ?? Promise.resolve()] : [],
+  };
   // Bound: a spec written as a class or with `this` keeps working.
   const parseEvents = spec.parseEvents?.bind(spec);
   const handleEvent = spec.handleEvent?.bind(spec);
@@ -177,6 +207,8 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
     states.set(req, state);
     res.setHeader("x-request-id", requestId);
     res.setHeader("x-content-type-options", "nosniff");
+    // Answers are about one event at one moment; no cache (or proxy) should keep them.
+    res.setHeader("cache-control", "no-store");
     res.once("close", () => {
       const aborted = !res.writableFinished;
       if (aborted) abort.abort(new DOMException("client disconnected", "AbortError"));
@@ -190,6 +222,7 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
         path: req.path,
         status: aborted ? undefined : res.statusCode,
         outcome,
+        user: state.user,
         durationMs: Math.round(seconds * 1e6) / 1e3,
       };
       // Probes arrive every few seconds; keep them out of the info stream.
@@ -198,6 +231,22 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
     });
     current.run(ctx, next);
   });
+
+  // Authentication before anything else looks at the request: an unknown
+  // caller learns nothing about routes or methods, and no body is read for it.
+  if (auth !== undefined) {
+    app.use(async (req, res, next) => {
+      if (PROBE_ROUTES.has(req.path)) return next();
+      const outcome = await authorize(auth, req.headers.authorization, spec.name);
+      if (outcome.ok) {
+        stateOf(req).user = outcome.user.username;
+        return next();
+      }
+      stateOf(req).route = matchRoute(routers, req.path)?.pattern;
+      if (outcome.challenge !== undefined) res.setHeader("www-authenticate", outcome.challenge);
+      res.status(outcome.status).json({ error: outcome.error });
+    });
+  }
 
   // 405 / OPTIONS for known paths, before any router could answer OPTIONS in plain text.
   app.use((req, res, next) => {

@@ -2,13 +2,22 @@
 // listen on $PORT, announce readiness with one JSON line on stdout, and on
 // SIGTERM stop taking connections, let in-flight requests finish within a
 // bounded grace period, close clients (gRPC channels, ...) and exit 0.
+//
+// HTTPS when asked (options.tls, or TLS_CERT_FILE/TLS_KEY_FILE or
+// TLS_SECRET_NAME/TLS_SECRET_NAMESPACE in the environment, see shared/tls/env.ts):
+// admission webhooks must be HTTPS, and event endpoints outside a mesh should
+// be. The certificate is reloaded on change without a restart.
 
 import type { RequestListener, Server } from "node:http";
 import { createServer } from "node:http";
+import type { Server as HttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { isIP } from "node:net";
 import type { Logger } from "../log.ts";
 import { createLogger } from "../log.ts";
+import { tlsFromEnv } from "../tls/env.ts";
+import { createReloadingHttpsServer } from "../tls/https.ts";
+import type { TlsSource } from "../tls/serving.ts";
 import type { FunctionApp } from "./function-app.ts";
 
 export type CloseHook = () => void | Promise<void>;
@@ -29,12 +38,20 @@ export interface ServeOptions {
   logger?: Logger;
   /** Where the ready line goes. Defaults to process.stdout. */
   stdout?: { write(line: string): unknown };
+  /**
+   * Serve HTTPS with this certificate source (reloaded on change). Defaults to
+   * the TLS_* environment (shared/tls/env.ts); `false` forces plain HTTP.
+   */
+  tls?: TlsSource | false;
+  /** Poll period of the TLS source. Defaults to TLS_RELOAD_INTERVAL_SECONDS, then 10 s (files) / 60 s (Secret). */
+  tlsReloadIntervalMs?: number;
 }
 
 export interface ServedFunction {
+  /** http://... or https://... */
   url: string;
   port: number;
-  server: Server;
+  server: Server | HttpsServer;
   addCloseHook(hook: CloseHook): void;
   /** Stop accepting, drain in-flight requests (bounded), run close hooks. Idempotent. */
   close(): Promise<void>;
@@ -58,10 +75,10 @@ function hasRuntime(app: RequestListener | FunctionApp): app is FunctionApp {
 }
 
 /** The URL a local client uses: loopback unless bound to one specific address. */
-function localUrl(host: string | undefined, port: number): string {
+function localUrl(scheme: "http" | "https", host: string | undefined, port: number): string {
   if (host === undefined || host === "" || host === "0.0.0.0" || host === "::")
-    return `http://127.0.0.1:${port}`;
-  return isIP(host) === 6 ? `http://[${host}]:${port}` : `http://${host}:${port}`;
+    return `${scheme}://127.0.0.1:${port}`;
+  return isIP(host) === 6 ? `${scheme}://[${host}]:${port}` : `${scheme}://${host}:${port}`;
 }
 
 function withTimeout(promise: Promise<void>, ms: number): Promise<"done" | "timeout"> {
@@ -70,6 +87,41 @@ function withTimeout(promise: Promise<void>, ms: number): Promise<"done" | "time
     timer = setTimeout(() => resolve("timeout"), ms);
   });
   return Promise.race([promise.then(() => "done" as const), timeout]).finally(() => clearTimeout(timer));
+}
+
+function isHttps(server: Server | HttpsServer): server is HttpsServer {
+  return "setSecureContext" in server;
+}
+
+/** Plain HTTP, or HTTPS with a reloading certificate when options or environment ask for it. */
+async function createListener(
+  app: RequestListener | FunctionApp,
+  options: ServeOptions,
+  log: Logger,
+  hooks: CloseHook[],
+): Promise<Server | HttpsServer> {
+  if (options.tls === false) return createServer(app);
+  let source = options.tls;
+  let reloadIntervalMs = options.tlsReloadIntervalMs;
+  if (source === undefined) {
+    const fromEnv = tlsFromEnv(process.env);
+    if (fromEnv === undefined) return createServer(app);
+    source = fromEnv.source;
+    reloadIntervalMs ??= fromEnv.reloadIntervalMs;
+    hooks.push(() => fromEnv.close());
+  }
+  const { server } = await createReloadingHttpsServer(app, {
+    source,
+    ...(reloadIntervalMs !== undefined ? { reloadIntervalMs } : {}),
+    logger: {
+      info: (details, message) => log.info(details, message),
+      warn: (details, message) => log.warn(details, message),
+    },
+  });
+  // A client that fails the handshake (wrong CA, plain HTTP to this port) is
+  // the client's problem: log it quietly instead of as a server error.
+  server.on("tlsClientError", (err) => log.debug({ err }, "TLS handshake failed"));
+  return server;
 }
 
 export async function serveFunction(
@@ -84,10 +136,10 @@ export async function serveFunction(
   const host = options.host ?? (process.env.HOST?.trim() || undefined);
   const graceMs =
     options.shutdownGraceMs ?? intFromEnv("SHUTDOWN_GRACE_MS", DEFAULT_SHUTDOWN_GRACE_MS, 0, 3_600_000);
-  const hooks: CloseHook[] = [...(options.onClose ?? [])];
+  const hooks: CloseHook[] = [...(options.onClose ?? []), ...(runtime?.closeHooks ?? [])];
   const stdout = options.stdout ?? process.stdout;
 
-  const server = createServer(app);
+  const server = await createListener(app, options, log, hooks);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen({ port, host }, () => {
@@ -104,7 +156,7 @@ export async function serveFunction(
   });
 
   const boundPort = (server.address() as AddressInfo).port;
-  const url = localUrl(host, boundPort);
+  const url = localUrl(isHttps(server) ? "https" : "http", host, boundPort);
 
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {

@@ -65,3 +65,20 @@ export const volumeSnapshotContents = resource(
   "VolumeSnapshotContent",
   false,
 );
+// Admission webhook registrations: `npm run certs` patches their caBundle.
+export const mutatingWebhookConfigurations = resource(
+  "admissionregistration.k8s.io",
+  "v1",
+  "mutatingwebhookconfigurations",
+  "MutatingWebhookConfiguration",
+  false,
+);
+export const validatingWebhookConfigurations = resource(
+  "admissionregistration.k8s.io",
+  "v1",
+  "validatingwebhookconfigurations",
+  "ValidatingWebhookConfiguration",
+  false,
+);
+/** Create-only: the answer says who a bearer token belongs to (AUTH_MODE=tokenreview). */
+export const tokenReviews = resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", false);
