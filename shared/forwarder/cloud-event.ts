@@ -1,0 +1,46 @@
+// A change as Knative ApiServerSource (Resource mode) sends it: a binary-mode
+// CloudEvent, attributes in ce-* headers and the object as the JSON body.
+
+import type { Change } from "./change.ts";
+
+export const EVENT_TYPE_PREFIX = "dev.knative.apiserver.resource.";
+
+export interface EventRequest {
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * `source` is the API server URL, as ApiServerSource sets it. Built once per
+ * delivery: its retries send the very same headers (same ce-id) and body.
+ */
+export function cloudEventRequest(change: Change, source: string): EventRequest {
+  const { object, resource } = change;
+  const namespace = object.metadata.namespace ?? "";
+  return {
+    headers: {
+      "content-type": "application/json",
+      "ce-specversion": "1.0",
+      "ce-id": change.id,
+      "ce-type": `${EVENT_TYPE_PREFIX}${change.action}`,
+      "ce-source": source,
+      "ce-subject": subjectOf(object.apiVersion, namespace, resource.plural, object.metadata.name),
+      "ce-kind": object.kind,
+      "ce-apiversion": object.apiVersion,
+      "ce-name": object.metadata.name,
+      // Cluster-scoped objects get an empty namespace, like ApiServerSource;
+      // shared/events reads an empty extension as absent.
+      "ce-namespace": namespace,
+    },
+    body: JSON.stringify(object),
+  };
+}
+
+/**
+ * ApiServerSource's selfLink-like subject: /apis/<apiVersion>/namespaces/<ns>/<plural>/<name>,
+ * core kinds under /apis/v1 too and an empty namespace segment for
+ * cluster-scoped ones (knative eventing's createSelfLink). Receivers treat it as opaque.
+ */
+export function subjectOf(apiVersion: string, namespace: string, plural: string, name: string): string {
+  return `/apis/${apiVersion}/namespaces/${namespace}/${plural}/${name}`;
+}

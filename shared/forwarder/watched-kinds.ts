@@ -1,0 +1,34 @@
+// The kinds the forwarder can watch, and where each lives on the REST API.
+// The descriptors come from shared/kube/resources.ts so the forwarder and the
+// functions agree on plurals and scope.
+
+import {
+  csiDrivers,
+  csiNodes,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  pods,
+  type ResourceDescriptor,
+  storageClasses,
+  volumeAttachments,
+} from "../kube/resources.ts";
+
+/** By kind name, the way FORWARDER_ROUTES spells them. */
+export const WATCHABLE_KINDS: ReadonlyMap<string, ResourceDescriptor> = new Map(
+  [
+    persistentVolumeClaims,
+    persistentVolumes,
+    pods,
+    nodes,
+    volumeAttachments,
+    storageClasses,
+    csiDrivers,
+    csiNodes,
+  ].map((r) => [r.kind, r]),
+);
+
+/** The all-namespaces collection path a watch or list uses, e.g. /api/v1/pods. */
+export function collectionPathOf(r: ResourceDescriptor): string {
+  return r.group === "" ? `/api/${r.version}/${r.plural}` : `/apis/${r.group}/${r.version}/${r.plural}`;
+}
