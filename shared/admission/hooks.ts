@@ -121,10 +121,13 @@ export function validateClaimsHook({ lookups, config }: AdmissionHookDeps): Admi
       const old = claimOf(request.oldObject, "request.oldObject");
       const name = nameOf(request, next.metadata);
       const warnings = claimWarnings(next);
+      // Growing a claim that is not Bound also breaks "spec is immutable", but
+      // the resize rule's message says what is actually wrong: say that first.
+      const expansion = checkClaimExpansion(next, old);
+      if (expansion.verdict === "forbidden" && expansion.reason === message.onlyBoundCanExpand)
+        return deny(request, forbiddenStatus(claims.resource, name, expansion.reason), warnings);
       const errors = validateClaimUpdate(next, old);
       if (errors.length > 0) return deny(request, invalidStatus(claimKind, name, errors), warnings);
-
-      const expansion = checkClaimExpansion(next, old);
       if (expansion.verdict === "not-an-expansion") return allow(request, warnings);
       if (expansion.verdict === "forbidden")
         return deny(request, forbiddenStatus(claims.resource, name, expansion.reason), warnings);
