@@ -13,7 +13,7 @@ import type {
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
 
-export const ourDriver = "hostpath.csi.kube-storage-functions.io";
+export const ourDriver = "hostpath.csi.k8s.io";
 
 export function claim(
   name: string,
