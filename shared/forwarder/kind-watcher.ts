@@ -17,6 +17,7 @@
 // objects keep every field and timestamps stay strings, exactly as watch
 // events deliver them.
 
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   ADD,
   DELETE,
@@ -67,6 +68,7 @@ export class KindWatcher {
   private resolveSynced: () => void = () => undefined;
   private isSynced = false;
   private stopped = false;
+  private readonly stopping = new AbortController();
   private started = false;
   private failures = 0;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -92,6 +94,11 @@ export class KindWatcher {
       this.watch,
       () => this.list(),
       false,
+      undefined,
+      undefined,
+      // ListWatch waits up to 30 s between reconnects; cut that short on
+      // stop() so no timer outlives the forwarder.
+      { delayFn: (ms) => sleep(ms, undefined, { signal: this.stopping.signal }).catch(() => undefined) },
     );
     this.informer.on(ADD, (obj) => this.emit("add", obj));
     this.informer.on(UPDATE, (obj) => this.emit("update", obj));
@@ -116,6 +123,7 @@ export class KindWatcher {
   /** Stops watching for good; emits nothing afterwards. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     clearTimeout(this.restartTimer);
     this.restartTimer = undefined;
     this.watch.close();

@@ -81,6 +81,8 @@ export function parseRetryAfter(
   const raw = (Array.isArray(value) ? value[0] : value)?.trim();
   if (raw === undefined || raw === "") return undefined;
   if (/^\d+$/.test(raw)) return Number(raw) * 1000;
+  // HTTP-dates start with the day name; Date.parse alone would take "-1" as a year.
+  if (!/^[A-Za-z]{3}/.test(raw)) return undefined;
   const date = Date.parse(raw);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
