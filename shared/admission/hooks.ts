@@ -4,6 +4,7 @@
 // lookup fails. No hook writes anything, so dryRun requests are answered
 // exactly like the others (sideEffects: None).
 
+import { claimHasClass } from "../binder/volume-helpers.ts";
 import type { StorageClass } from "../kube/types.ts";
 import {
   attacherDriverErrors,
@@ -98,7 +99,7 @@ export function mutateClaimsHook({ lookups, config }: AdmissionHookDeps): Admiss
             return deny(request, unavailableStatus(`${name} could not be admitted: ${what}`), warnings);
           }
           warnings.push(
-            claim.spec.storageClassName === undefined || claim.spec.storageClassName === null
+            !claimHasClass(claim)
               ? `no default StorageClass was assigned: ${what}; set spec.storageClassName (allowed once while the claim has no class)`
               : `storage-provisioner annotations were not set at creation: ${what}; the binder sets them on its next sync`,
           );
