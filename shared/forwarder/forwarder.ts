@@ -15,13 +15,12 @@ import type { ResourceDescriptor } from "../kube/resources.ts";
 import type { KubeObject } from "../kube/types.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { processMetrics, type Registry } from "../metrics.ts";
-import { type Change, newChange } from "./change.ts";
-import { DeliveryQueue } from "./delivery-queue.ts";
-import { type DeliveryOutcome, EventSender } from "./event-sender.ts";
+import { newChange } from "./change.ts";
+import { Destination, type DestinationStats } from "./destination.ts";
 import { type BackoffOptions, KindWatcher } from "./kind-watcher.ts";
-import { type FailureReason, type ForwarderMetrics, forwarderMetrics } from "./metrics.ts";
+import { forwarderMetrics } from "./metrics.ts";
 import { DEFAULT_RETRY, type RetryOptions } from "./retry-policy.ts";
-import { normalizeRoutes, type Route, redactUrl } from "./routes.ts";
+import { normalizeRoutes, type Route } from "./routes.ts";
 import { WATCHABLE_KINDS } from "./watched-kinds.ts";
 
 export interface ForwarderOptions {
@@ -54,22 +53,7 @@ export interface KindStats {
   restarts: number;
 }
 
-export interface DestinationStats {
-  /** Redacted (no query, no credentials). */
-  url: string;
-  kinds: string[];
-  waiting: number;
-  inFlight: number;
-  delivered: number;
-  /** Given up after trying: rejected (4xx) or retries exhausted. */
-  failed: number;
-  /** Never tried to the end: queue full, or shut down first. */
-  dropped: number;
-  /** Retry attempts made. */
-  retried: number;
-  /** Changes folded into a newer state of the same object (queued or superseded retries). */
-  coalesced: number;
-}
+export type { DestinationStats } from "./destination.ts";
 
 export interface ForwarderStats {
   synced: boolean;
@@ -90,19 +74,11 @@ export const DEFAULT_MAX_QUEUE = 10_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 
-interface Destination {
-  url: string;
-  label: string;
-  kinds: Set<string>;
-  queue: DeliveryQueue;
-  sender: EventSender;
-  stats: DestinationStats;
-}
-
 export function startForwarder(options: ForwarderOptions): Forwarder {
   const log = options.logger ?? createLogger({ name: "forwarder" });
   const metrics = forwarderMetrics(options.metrics ?? processMetrics());
   const routes = normalizeRoutes(options.routes);
+  if (routes.length === 0) throw new Error("startForwarder: no routes, so nothing to watch or deliver");
   const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
   const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
   const retry: RetryOptions = { ...DEFAULT_RETRY, ...options.retry };
@@ -111,18 +87,19 @@ export function startForwarder(options: ForwarderOptions): Forwarder {
   if (!source) throw new Error("startForwarder: the kubeconfig has no current cluster (ce-source)");
   const stopAll = new AbortController();
 
-  const destinations = routes.map((route) =>
-    createDestination(route, {
-      source,
-      concurrency,
-      maxQueue,
-      retry,
-      timeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
-      signal: stopAll.signal,
-      log,
-      metrics,
-      ...(options.authToken ? { authToken: options.authToken } : {}),
-    }),
+  const destinations = routes.map(
+    (route) =>
+      new Destination(route, {
+        source,
+        concurrency,
+        maxQueue,
+        retry,
+        timeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+        signal: stopAll.signal,
+        log,
+        metrics,
+        ...(options.authToken ? { authToken: options.authToken } : {}),
+      }),
   );
 
   const json = new KubeJsonClient(options.kubeConfig);
@@ -152,22 +129,7 @@ export function startForwarder(options: ForwarderOptions): Forwarder {
   ): void {
     // One change (one ce-id) for all destinations: the same event, fanned out.
     const change = newChange(action, resource, object);
-    for (const destination of routed) {
-      const result = destination.queue.enqueue(change);
-      if (result === "coalesced") {
-        destination.stats.coalesced++;
-        metrics.coalesced.inc({ destination: destination.label, kind: resource.kind });
-      } else if (result === "dropped") {
-        countFailure(destination, change, "queue_full", metrics);
-        // One line per drop would flood the log exactly when the destination is already in trouble.
-        if (destination.stats.dropped === 1 || destination.stats.dropped % 1000 === 0) {
-          log.warn(
-            { destination: destination.label, maxQueue, dropped: destination.stats.dropped },
-            "delivery queue full; dropping changes of objects that have none queued",
-          );
-        }
-      }
-    }
+    for (const destination of routed) destination.enqueue(change);
   }
 
   let rejectReady: (err: Error) => void = () => undefined;
@@ -188,7 +150,7 @@ export function startForwarder(options: ForwarderOptions): Forwarder {
     closing ??= (async () => {
       rejectReady(new Error("forwarder closed before its informers synced"));
       await Promise.all(watchers.map((w) => w.stop()));
-      const drained = Promise.all(destinations.map((d) => d.queue.idle()));
+      const drained = Promise.all(destinations.map((d) => d.idle()));
       let timer: NodeJS.Timeout | undefined;
       const timedOut = await Promise.race([
         drained.then(() => false),
@@ -198,22 +160,18 @@ export function startForwarder(options: ForwarderOptions): Forwarder {
       ]);
       clearTimeout(timer);
       if (timedOut) {
-        const left = destinations.map((d) => ({
-          destination: d.label,
-          waiting: d.queue.waiting,
-          inFlight: d.queue.inFlight,
-        }));
+        const left = destinations.map((d) => {
+          const { url, waiting, inFlight } = d.stats();
+          return { destination: url, waiting, inFlight };
+        });
         log.warn({ graceMs, left }, "shutdown grace period over; dropping undelivered changes");
       }
-      for (const destination of destinations) {
-        for (const change of destination.queue.close())
-          countFailure(destination, change, "shutdown", metrics);
-      }
+      for (const destination of destinations) destination.stopQueue();
       // Aborts retry waits and requests still running; they report "aborted".
       stopAll.abort();
       await drained;
-      await Promise.all([...destinations.map((d) => d.sender.close()), json.close()]);
-      log.info({ destinations: destinations.map((d) => d.stats) }, "forwarder stopped");
+      await Promise.all([...destinations.map((d) => d.close()), json.close()]);
+      log.info({ destinations: destinations.map((d) => d.stats()) }, "forwarder stopped");
     })();
     return closing;
   };
@@ -226,116 +184,7 @@ export function startForwarder(options: ForwarderOptions): Forwarder {
       kinds: Object.fromEntries(
         watchers.map((w) => [w.resource.kind, { synced: w.hasSynced, restarts: w.restarts }]),
       ),
-      destinations: destinations.map((d) => ({
-        ...d.stats,
-        waiting: d.queue.waiting,
-        inFlight: d.queue.inFlight,
-      })),
+      destinations: destinations.map((d) => d.stats()),
     }),
   };
-}
-
-interface DestinationSettings {
-  source: string;
-  concurrency: number;
-  maxQueue: number;
-  retry: RetryOptions;
-  timeoutMs: number;
-  authToken?: string;
-  signal: AbortSignal;
-  log: Logger;
-  metrics: ForwarderMetrics;
-}
-
-function createDestination(route: Route, settings: DestinationSettings): Destination {
-  const { metrics } = settings;
-  const label = redactUrl(route.url);
-  const stats: DestinationStats = {
-    url: label,
-    kinds: [...route.kinds],
-    waiting: 0,
-    inFlight: 0,
-    delivered: 0,
-    failed: 0,
-    dropped: 0,
-    retried: 0,
-    coalesced: 0,
-  };
-  const sender = new EventSender({
-    url: route.url,
-    label,
-    source: settings.source,
-    timeoutMs: settings.timeoutMs,
-    retry: settings.retry,
-    connections: settings.concurrency,
-    signal: settings.signal,
-    log: settings.log,
-    ...(settings.authToken ? { authToken: settings.authToken } : {}),
-    onRetry: (change) => {
-      stats.retried++;
-      metrics.retried.inc({ destination: label, kind: change.resource.kind });
-    },
-  });
-  const destination: Destination = {
-    url: route.url,
-    label,
-    kinds: new Set(route.kinds),
-    sender,
-    stats,
-    queue: new DeliveryQueue({
-      concurrency: settings.concurrency,
-      maxQueue: settings.maxQueue,
-      onDepthChange: (waiting, inFlight) => {
-        metrics.queueDepth.set({ destination: label }, waiting);
-        metrics.inFlight.set({ destination: label }, inFlight);
-      },
-      deliver: async (change, superseded) => {
-        const started = performance.now();
-        const report = await sender.send(change, superseded);
-        metrics.deliverySeconds.observe(
-          { destination: label, outcome: report.outcome },
-          (performance.now() - started) / 1000,
-        );
-        recordOutcome(destination, change, report.outcome, metrics);
-      },
-    }),
-  };
-  return destination;
-}
-
-function recordOutcome(
-  destination: Destination,
-  change: Change,
-  outcome: DeliveryOutcome,
-  metrics: ForwarderMetrics,
-): void {
-  const labels = { destination: destination.label, kind: change.resource.kind };
-  switch (outcome) {
-    case "delivered":
-      destination.stats.delivered++;
-      metrics.delivered.inc(labels);
-      return;
-    case "superseded":
-      destination.stats.coalesced++;
-      metrics.coalesced.inc(labels);
-      return;
-    case "rejected":
-    case "retries_exhausted":
-      countFailure(destination, change, outcome, metrics);
-      return;
-    case "aborted":
-      countFailure(destination, change, "shutdown", metrics);
-      return;
-  }
-}
-
-function countFailure(
-  destination: Destination,
-  change: Change,
-  reason: FailureReason,
-  metrics: ForwarderMetrics,
-): void {
-  if (reason === "queue_full" || reason === "shutdown") destination.stats.dropped++;
-  else destination.stats.failed++;
-  metrics.failed.inc({ destination: destination.label, kind: change.resource.kind, reason });
 }
