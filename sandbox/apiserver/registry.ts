@@ -164,6 +164,15 @@ export class Registry {
     body: unknown,
     options: WriteOptions = {},
   ): KubeObject {
+    return this.commitCreate(t, this.completeCreate(t, this.prepareCreate(t, namespace, body)), options);
+  }
+
+  // The phases of a create, public so that admission (admitted-writes.ts) can
+  // run webhooks between them, as kube-apiserver does: mutating webhooks see
+  // the decoded object, validating webhooks the completed one.
+
+  /** Decodes the body and settles its namespace (which must exist). */
+  prepareCreate(t: ResourceType, namespace: string | undefined, body: unknown): KubeObject {
     const o = this.decode(t, body);
     const meta = o.metadata;
     if (t.namespaced) {
@@ -179,6 +188,12 @@ export class Registry {
     } else {
       delete meta.namespace;
     }
+    return o;
+  }
+
+  /** Name (generateName), validation, uid, timestamps, initial status, defaults: the object as it would be stored. */
+  completeCreate(t: ResourceType, o: KubeObject): KubeObject {
+    const meta = o.metadata;
     if (!meta.name) {
       if (!meta.generateName) {
         throw invalid(t, "", [
@@ -189,7 +204,6 @@ export class Registry {
     }
     const errors = [...validateName(meta.name), ...validateCreate(t.plural, o)];
     if (errors.length > 0) throw invalid(t, meta.name, errors);
-    if (this.store.peek(t, meta.namespace, meta.name)) throw alreadyExists(t, meta.name);
 
     meta.uid = randomUUID();
     meta.creationTimestamp = now();
@@ -197,6 +211,13 @@ export class Registry {
     delete meta.deletionGracePeriodSeconds;
     if (t.statusOnCreate) o.status = t.statusOnCreate();
     applyDefaults(t.plural, o);
+    return o;
+  }
+
+  /** Stores a completed object (AlreadyExists if its name was taken meanwhile); dry run stores nothing. */
+  commitCreate(t: ResourceType, o: KubeObject, options: WriteOptions = {}): KubeObject {
+    const meta = o.metadata;
+    if (this.store.peek(t, meta.namespace, meta.name ?? "")) throw alreadyExists(t, meta.name ?? "");
     if (options.dryRun) {
       meta.resourceVersion = "";
       return o;
@@ -213,6 +234,14 @@ export class Registry {
     body: unknown,
     options: WriteOptions = {},
   ): KubeObject {
+    const incoming = this.decodeUpdate(t, namespace, name, body);
+    const old = this.store.peek(t, namespace, name);
+    if (!old) throw notFound(t, name);
+    return this.commitUpdate(t, old, incoming, options);
+  }
+
+  /** An update body, checked against the name and namespace of the URL. */
+  decodeUpdate(t: ResourceType, namespace: string | undefined, name: string, body: unknown): KubeObject {
     const incoming = this.decode(t, body);
     if (incoming.metadata.name && incoming.metadata.name !== name) {
       throw badRequest(
@@ -224,9 +253,7 @@ export class Registry {
         "the namespace of the provided object does not match the namespace sent on the request",
       );
     }
-    const old = this.store.peek(t, namespace, name);
-    if (!old) throw notFound(t, name);
-    return this.commitUpdate(t, old, incoming, options);
+    return incoming;
   }
 
   patch(
@@ -239,6 +266,11 @@ export class Registry {
   ): KubeObject {
     const old = this.store.peek(t, namespace, name);
     if (!old) throw notFound(t, name);
+    return this.commitUpdate(t, old, this.applyPatchTo(t, old, contentType, patch), options);
+  }
+
+  /** The object a PATCH body turns `old` into (decoded, not yet built into an update). */
+  applyPatchTo(t: ResourceType, old: KubeObject, contentType: string, patch: unknown): KubeObject {
     let patched: unknown;
     try {
       patched = applyPatch(contentType, old, patch, t.plural);
@@ -249,18 +281,12 @@ export class Registry {
       }
       throw e;
     }
-    return this.commitUpdate(t, old, this.decode(t, patched), options);
+    return this.decode(t, patched);
   }
 
-  delete(
-    t: ResourceType,
-    namespace: string | undefined,
-    name: string,
-    options: DeleteOptions = {},
-  ): KubeObject {
-    const old = this.store.peek(t, namespace, name);
-    if (!old) throw notFound(t, name);
-    const pre = options.preconditions;
+  /** DeleteOptions.preconditions against the stored object (409 Conflict). */
+  checkDeletePreconditions(t: ResourceType, old: KubeObject, pre: DeleteOptions["preconditions"]): void {
+    const name = old.metadata.name ?? "";
     if (pre?.uid && pre.uid !== old.metadata.uid) {
       throw conflict(
         t,
@@ -275,6 +301,17 @@ export class Registry {
         `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
       );
     }
+  }
+
+  delete(
+    t: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    options: DeleteOptions = {},
+  ): KubeObject {
+    const old = this.store.peek(t, namespace, name);
+    if (!old) throw notFound(t, name);
+    this.checkDeletePreconditions(t, old, options.preconditions);
     const o = structuredClone(old);
     if ((o.metadata.finalizers ?? []).length > 0) {
       // Graceful deletion: the object stays, marked, until its last finalizer goes.
@@ -318,6 +355,29 @@ export class Registry {
     incoming: KubeObject,
     options: WriteOptions,
   ): KubeObject {
+    const next = this.buildUpdate(t, old, incoming, options);
+    this.checkUpdate(t, next, old);
+    return this.storeUpdate(t, old, next, options);
+  }
+
+  // The phases of an update, public for admission like those of create.
+
+  /** Decodes an update or patch body for type t (apiVersion/kind checked). */
+  decodeBody(t: ResourceType, body: unknown): KubeObject {
+    return this.decode(t, body);
+  }
+
+  /**
+   * What an update would store: preconditions (resourceVersion, uid) checked
+   * against `old`, server-owned metadata kept, status or everything-but-status
+   * taken from `incoming`, defaults applied. Not validated yet.
+   */
+  buildUpdate(
+    t: ResourceType,
+    old: KubeObject,
+    incoming: KubeObject,
+    options: WriteOptions = {},
+  ): KubeObject {
     const name = old.metadata.name ?? "";
     const rv = incoming.metadata.resourceVersion;
     if (rv && rv !== old.metadata.resourceVersion) throw conflict(t, name);
@@ -354,9 +414,18 @@ export class Registry {
     next.apiVersion = apiVersionOf(t);
     next.kind = t.kind;
     next.metadata.resourceVersion = old.metadata.resourceVersion;
+    return next;
+  }
 
+  /** The update validation (422 Invalid). */
+  checkUpdate(t: ResourceType, next: KubeObject, old: KubeObject): void {
     const errors = validateUpdate(t.plural, next, old);
-    if (errors.length > 0) throw invalid(t, name, errors);
+    if (errors.length > 0) throw invalid(t, old.metadata.name ?? "", errors);
+  }
+
+  /** Stores a built and checked update of `old`, which must still be the stored version. */
+  storeUpdate(t: ResourceType, old: KubeObject, next: KubeObject, options: WriteOptions = {}): KubeObject {
+    const name = old.metadata.name ?? "";
     // A no-op write is not a write: same resourceVersion, no watch event (as etcd-backed kube does).
     if (isDeepStrictEqual(next, old)) return structuredClone(old);
     if (options.dryRun) return next;

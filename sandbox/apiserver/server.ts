@@ -3,6 +3,8 @@
 // never in production.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { type UserInfo, WebhookAdmission } from "./admission.ts";
+import { type AdmissionContext, AdmittedWrites } from "./admitted-writes.ts";
 import { coreVersions, group, groupList, resourceList, serverVersion } from "./discovery.ts";
 import { FaultInjector, parseFaultSettings } from "./faults.ts";
 import { type ListResult, Registry } from "./registry.ts";
@@ -10,6 +12,8 @@ import { apiVersionOf, findResourceType, type ResourceType } from "./resources.t
 import { ApiError, badRequest, gone, methodNotAllowed } from "./status.ts";
 import { type KubeObject, ObjectStore, type StoredChange, TooOldResourceVersionError } from "./store.ts";
 import { toTable, wantsTable } from "./tables.ts";
+import { TokenRegistry } from "./tokens.ts";
+import { ServiceMap } from "./webhook-services.ts";
 
 const maxBodyBytes = 3 * 1024 * 1024;
 const defaultNamespaces = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -28,6 +32,10 @@ export interface ApiServerHandle {
   store: ObjectStore;
   faults: FaultInjector;
   counters: Map<string, number>;
+  /** Where webhook `clientConfig.service`s point (also PUT /_sandbox/services). */
+  services: ServiceMap;
+  /** Bearer tokens the TokenReview API accepts (also PUT /_sandbox/tokens). */
+  tokens: TokenRegistry;
   setBaseline(objects: object[]): void;
   close(): Promise<void>;
 }
@@ -41,7 +49,12 @@ interface ResourceRequest {
   watchPrefix: boolean;
 }
 
-function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
+function send(
+  res: ServerResponse,
+  code: number,
+  body: unknown,
+  headers: Record<string, string | string[]> = {},
+): void {
   const text = JSON.stringify(body);
   res.writeHead(code, {
     "Content-Type": "application/json",
@@ -50,6 +63,17 @@ function send(res: ServerResponse, code: number, body: unknown, headers: Record<
   });
   res.end(text);
 }
+
+/** Admission webhooks' warnings as kube-apiserver forwards them: `Warning: 299 - "<text>"`. */
+function warningHeaders(warnings: readonly string[]): Record<string, string[]> {
+  if (warnings.length === 0) return {};
+  // Header values are printable ASCII: escape quotes, replace anything else.
+  const quote = (w: string) => `"${w.replace(/[\\"]/g, (c) => `\\${c}`).replace(/[^\x20-\x7e]/g, "?")}"`;
+  return { Warning: warnings.map((w) => `299 - ${quote(w)}`) };
+}
+
+/** What admission webhooks see as the requesting user. */
+const sandboxAdmin: UserInfo = { username: "sandbox", groups: ["system:masters", "system:authenticated"] };
 
 function sendError(res: ServerResponse, err: ApiError): void {
   const headers: Record<string, string> = {};
@@ -163,6 +187,10 @@ export class SandboxApiServer {
   readonly registry: Registry;
   readonly faults = new FaultInjector();
   readonly counters = new Map<string, number>();
+  readonly services = new ServiceMap();
+  readonly tokens = new TokenRegistry();
+  readonly admission: WebhookAdmission;
+  private readonly writes: AdmittedWrites;
   private readonly watches = new Set<ServerResponse>();
   private serverAddress = "127.0.0.1:0";
   /** Objects every fresh (and reset) sandbox has, like the nodes of a cluster. */
@@ -171,6 +199,8 @@ export class SandboxApiServer {
   constructor(options: ApiServerOptions = {}) {
     this.store = new ObjectStore({ historyLimit: options.historyLimit ?? 10_000 });
     this.registry = new Registry(this.store);
+    this.admission = new WebhookAdmission(this.store, this.services);
+    this.writes = new AdmittedWrites(this.registry, this.admission);
     this.seedDefaults();
   }
 
@@ -192,13 +222,16 @@ export class SandboxApiServer {
     for (const o of this.baseline) this.registry.seed(o);
   }
 
-  /** Forget everything: objects, counters, faults. Open watches are closed. */
+  /** Forget everything: objects, counters, faults, services, tokens. Open watches are closed. */
   reset(): void {
     for (const w of this.watches) w.end();
     this.watches.clear();
     this.store.clear();
     this.counters.clear();
     this.faults.clear();
+    this.services.clear();
+    this.tokens.clear();
+    this.admission.ignoredFailures.length = 0;
     this.seedDefaults();
   }
 
@@ -228,6 +261,8 @@ export class SandboxApiServer {
     const method = req.method ?? "GET";
 
     if (segments[0] === "_sandbox") return this.admin(req, res, segments.slice(1), method);
+    if (url.pathname.replace(/\/+$/, "") === "/apis/authentication.k8s.io/v1/tokenreviews")
+      return this.tokenReview(req, res, method);
 
     const resource = parseResourcePath(segments);
     if (resource === "unknown")
@@ -317,28 +352,46 @@ export class SandboxApiServer {
       case "create": {
         requireJson(req);
         const body = await readBody(req);
-        return send(res, 201, this.registry.create(t, r.namespace, body, { dryRun }));
+        // Webhooks only when some configuration exists: otherwise the write stays synchronous.
+        if (!this.writes.active(t))
+          return send(res, 201, this.registry.create(t, r.namespace, body, { dryRun }));
+        const ctx = this.admissionContext(req);
+        const created = await this.writes.create(t, r.namespace, body, { dryRun }, ctx);
+        return send(res, 201, created, warningHeaders(ctx.warnings));
       }
       case "update": {
         requireJson(req);
         const body = await readBody(req);
-        return send(
-          res,
-          200,
-          this.registry.update(t, r.namespace, r.name!, body, { dryRun, subresource: r.subresource }),
+        const options = { dryRun, subresource: r.subresource };
+        if (!this.writes.active(t))
+          return send(res, 200, this.registry.update(t, r.namespace, r.name!, body, options));
+        const ctx = this.admissionContext(req);
+        const updated = await this.writes.update(
+          t,
+          r.namespace,
+          r.name!,
+          () => this.registry.decodeUpdate(t, r.namespace, r.name!, body),
+          options,
+          ctx,
         );
+        return send(res, 200, updated, warningHeaders(ctx.warnings));
       }
       case "patch": {
         const body = await readBody(req);
         const contentType = req.headers["content-type"] ?? "";
-        return send(
-          res,
-          200,
-          this.registry.patch(t, r.namespace, r.name!, contentType, body, {
-            dryRun,
-            subresource: r.subresource,
-          }),
+        const options = { dryRun, subresource: r.subresource };
+        if (!this.writes.active(t))
+          return send(res, 200, this.registry.patch(t, r.namespace, r.name!, contentType, body, options));
+        const ctx = this.admissionContext(req);
+        const patched = await this.writes.update(
+          t,
+          r.namespace,
+          r.name!,
+          (old) => this.registry.applyPatchTo(t, old, contentType, body),
+          options,
+          ctx,
         );
+        return send(res, 200, patched, warningHeaders(ctx.warnings));
       }
       case "delete": {
         if (r.subresource)
@@ -347,7 +400,11 @@ export class SandboxApiServer {
           | { preconditions?: { uid?: string; resourceVersion?: string } }
           | undefined;
         const preconditions = body && typeof body === "object" ? body.preconditions : undefined;
-        return send(res, 200, this.registry.delete(t, r.namespace, r.name!, { dryRun, preconditions }));
+        if (!this.writes.active(t))
+          return send(res, 200, this.registry.delete(t, r.namespace, r.name!, { dryRun, preconditions }));
+        const ctx = this.admissionContext(req);
+        const deleted = await this.writes.delete(t, r.namespace, r.name!, { dryRun, preconditions }, ctx);
+        return send(res, 200, deleted, warningHeaders(ctx.warnings));
       }
       case "deletecollection": {
         await readBody(req);
@@ -355,15 +412,40 @@ export class SandboxApiServer {
           labelSelector: query.get("labelSelector") ?? undefined,
           fieldSelector: query.get("fieldSelector") ?? undefined,
         });
-        for (const o of result.items)
-          this.registry.delete(t, o.metadata.namespace, o.metadata.name ?? "", { dryRun });
+        const ctx = this.admissionContext(req);
+        for (const o of result.items) {
+          const name = o.metadata.name ?? "";
+          // Each item is a DELETE to admission, as upstream; the first refusal ends the collection delete.
+          if (this.writes.active(t)) await this.writes.delete(t, o.metadata.namespace, name, { dryRun }, ctx);
+          else this.registry.delete(t, o.metadata.namespace, name, { dryRun });
+        }
         return send(
           res,
           200,
           listObject(t, { ...result, resourceVersion: this.store.currentRevision.toString() }),
+          warningHeaders(ctx.warnings),
         );
       }
     }
+  }
+
+  /** The requester (a token registered with PUT /_sandbox/tokens, else the sandbox admin) and a warnings sink. */
+  private admissionContext(req: IncomingMessage): AdmissionContext {
+    const user = this.tokens.userOfHeader(req.headers.authorization);
+    const userInfo: UserInfo = user
+      ? { username: user.username, ...(user.uid ? { uid: user.uid } : {}), groups: user.groups }
+      : sandboxAdmin;
+    return { userInfo, warnings: [] };
+  }
+
+  /** POST /apis/authentication.k8s.io/v1/tokenreviews: who a registered bearer token belongs to. */
+  private async tokenReview(req: IncomingMessage, res: ServerResponse, method: string): Promise<void> {
+    if (method !== "POST")
+      throw methodNotAllowed("the server does not allow this method on the requested resource");
+    requireJson(req);
+    const key = "create tokenreviews";
+    this.counters.set(key, (this.counters.get(key) ?? 0) + 1);
+    return send(res, 201, this.tokens.review(await readBody(req)));
   }
 
   private watch(req: IncomingMessage, res: ServerResponse, r: ResourceRequest, query: URLSearchParams): void {
@@ -488,6 +570,26 @@ export class SandboxApiServer {
       this.faults.clear();
       return send(res, 200, {});
     }
+    if (what === "services" && method === "GET") return send(res, 200, this.services.toJSON());
+    if (what === "services" && method === "PUT") {
+      this.services.set(await readBody(req));
+      return send(res, 200, this.services.toJSON());
+    }
+    if (what === "services" && method === "DELETE") {
+      this.services.clear();
+      return send(res, 200, {});
+    }
+    if (what === "tokens" && method === "GET") return send(res, 200, { usernames: this.tokens.usernames() });
+    if (what === "tokens" && method === "PUT") {
+      this.tokens.set(await readBody(req));
+      return send(res, 200, { usernames: this.tokens.usernames() });
+    }
+    if (what === "tokens" && method === "DELETE") {
+      this.tokens.clear();
+      return send(res, 200, {});
+    }
+    if (what === "admission" && method === "GET")
+      return send(res, 200, { ignoredFailures: this.admission.ignoredFailures });
     if (what === "reset" && method === "POST") {
       this.reset();
       return send(res, 200, {});
@@ -518,6 +620,8 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     store: api.store,
     faults: api.faults,
     counters: api.counters,
+    services: api.services,
+    tokens: api.tokens,
     setBaseline: (objects) => api.setBaseline(objects),
     close: () =>
       new Promise<void>((resolve) => {

@@ -1,0 +1,244 @@
+// One call to one admission webhook, as kube-apiserver makes it: POST an
+// AdmissionReview v1 over HTTPS, verify the server against the webhook's
+// caBundle (the system roots when it is empty) and, for a Service, against
+// `<name>.<namespace>.svc`; give up after timeoutSeconds; check the answer the
+// way upstream's VerifyAdmissionResponse does. Everything that goes wrong is
+// a WebhookCallError, which the failurePolicy then decides about.
+
+import { request } from "node:https";
+import { isIP } from "node:net";
+import type { WebhookClientConfig } from "./admission-rules.ts";
+import type { ServiceMap } from "./webhook-services.ts";
+
+const MAX_RESPONSE_BYTES = 3 * 1024 * 1024;
+
+/** Worded like upstream's ErrCallingWebhook reasons; the dispatcher adds `failed calling webhook "<name>": `. */
+export class WebhookCallError extends Error {
+  override name = "WebhookCallError";
+}
+
+export interface AdmissionStatus {
+  code?: number;
+  message?: string;
+  reason?: string;
+  status?: string;
+}
+
+/** The part of an AdmissionReview response the API server acts on. */
+export interface AdmissionResponse {
+  uid: string;
+  allowed: boolean;
+  status?: AdmissionStatus;
+  /** base64 JSON Patch */
+  patch?: string;
+  patchType?: string;
+  warnings?: string[];
+}
+
+interface Endpoint {
+  /** What error messages show: the URL, or https://<svc>.<ns>.svc:<port><path> as upstream prints it. */
+  display: string;
+  /** Where the request goes. */
+  target: URL;
+  /** The name the certificate must carry (a Service's DNS name); undefined: the target's host. */
+  servername: string | undefined;
+}
+
+function endpointOf(
+  config: WebhookClientConfig | undefined,
+  services: ServiceMap,
+  timeoutSeconds: number,
+): Endpoint {
+  const query = `timeout=${timeoutSeconds}s`;
+  if (config?.url !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(config.url);
+    } catch {
+      throw new WebhookCallError(`failed to call webhook: invalid URL ${JSON.stringify(config.url)}`);
+    }
+    if (url.protocol !== "https:")
+      throw new WebhookCallError(`failed to call webhook: ${config.url}: webhooks must use https`);
+    url.search = url.search === "" ? `?${query}` : `${url.search}&${query}`;
+    return { display: url.href, target: url, servername: undefined };
+  }
+  const service = config?.service;
+  if (!service?.name || !service.namespace)
+    throw new WebhookCallError(
+      "failed to call webhook: clientConfig needs a url or a service with namespace and name",
+    );
+  const port = service.port ?? 443;
+  const host = `${service.name}.${service.namespace}.svc`;
+  const path = service.path ?? "/";
+  const display = `https://${host}:${port}${path}?${query}`;
+  const address = services.resolve(service.namespace, service.name, port);
+  if (address === undefined) {
+    throw new WebhookCallError(
+      `failed to call webhook: Post "${display}": service "${service.namespace}/${service.name}" is not in the sandbox service map (PUT /_sandbox/services)`,
+    );
+  }
+  const target = new URL(address.origin);
+  target.pathname = path;
+  target.search = `?${query}`;
+  return { display, target, servername: host };
+}
+
+function decodeCaBundle(caBundle: string | undefined): string | undefined {
+  if (caBundle === undefined || caBundle === "") return undefined;
+  const pem = Buffer.from(caBundle, "base64").toString("utf8");
+  if (!pem.includes("-----BEGIN CERTIFICATE-----"))
+    throw new WebhookCallError("failed to call webhook: clientConfig.caBundle holds no PEM certificate");
+  return pem;
+}
+
+function describeNetworkError(
+  err: unknown,
+  timedOut: boolean,
+  display: string,
+  timeoutSeconds: number,
+): string {
+  if (timedOut)
+    return `failed to call webhook: Post "${display}": context deadline exceeded (timeout ${timeoutSeconds}s)`;
+  const code = (err as NodeJS.ErrnoException)?.code ?? "";
+  const message = err instanceof Error ? err.message : String(err);
+  // Certificate problems read as in Go (x509 / tls), which is what operators search for.
+  const tls = /CERT|SELF_SIGNED|UNABLE_TO|ALTNAME|ISSUER/.test(code);
+  return `failed to call webhook: Post "${display}": ${tls ? `tls: failed to verify certificate: ${message}` : message}`;
+}
+
+function post(
+  endpoint: Endpoint,
+  ca: string | undefined,
+  body: string,
+  timeoutSeconds: number,
+): Promise<string> {
+  const signal = AbortSignal.timeout(timeoutSeconds * 1000);
+  const target = endpoint.target;
+  const hostname = target.hostname.replace(/^\[|\]$/g, "");
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: hostname,
+        port: target.port === "" ? 443 : Number(target.port),
+        path: `${target.pathname}${target.search}`,
+        method: "POST",
+        headers: {
+          "Content-Type": "application/json",
+          Accept: "application/json, */*",
+          "Content-Length": Buffer.byteLength(body),
+          "User-Agent": "kube-apiserver-admission",
+        },
+        ...(ca !== undefined ? { ca } : {}),
+        // SNI and the name verified: the Service's DNS name, or the URL's host
+        // (Node checks IP SANs itself when the host is an address).
+        ...(endpoint.servername !== undefined
+          ? { servername: endpoint.servername }
+          : isIP(hostname) === 0
+            ? { servername: hostname }
+            : {}),
+        agent: false,
+        signal,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > MAX_RESPONSE_BYTES) {
+            res.destroy(new Error(`response larger than ${MAX_RESPONSE_BYTES} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on("error", (err) =>
+          reject(
+            new WebhookCallError(describeNetworkError(err, signal.aborted, endpoint.display, timeoutSeconds)),
+          ),
+        );
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          const status = res.statusCode ?? 0;
+          if (status < 200 || status > 299) {
+            reject(
+              new WebhookCallError(
+                `failed to call webhook: Post "${endpoint.display}": the server answered ${status}: ${text.slice(0, 200)}`,
+              ),
+            );
+            return;
+          }
+          resolve(text);
+        });
+      },
+    );
+    req.on("error", (err) =>
+      reject(
+        new WebhookCallError(describeNetworkError(err, signal.aborted, endpoint.display, timeoutSeconds)),
+      ),
+    );
+    req.end(body);
+  });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Upstream's checks of an AdmissionReview v1 answer, in upstream's order and words. */
+export function verifyAdmissionResponse(text: string, uid: string, mutating: boolean): AdmissionResponse {
+  const invalid = (why: string) => new WebhookCallError(`received invalid webhook response: ${why}`);
+  let review: unknown;
+  try {
+    review = JSON.parse(text);
+  } catch (err) {
+    throw invalid(`the body is not JSON: ${(err as Error).message}`);
+  }
+  if (!isRecord(review)) throw invalid("the body is not an AdmissionReview object");
+  const response = review.response;
+  if (!isRecord(response)) throw invalid("webhook response was absent");
+  if (response.uid !== uid)
+    throw invalid(`expected response.uid="${uid}", got "${String(response.uid ?? "")}"`);
+  if (review.apiVersion !== "admission.k8s.io/v1" || review.kind !== "AdmissionReview")
+    throw invalid(
+      `expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got ${String(review.apiVersion ?? "")}, Kind=${String(review.kind ?? "")}`,
+    );
+  const patch = typeof response.patch === "string" && response.patch !== "" ? response.patch : undefined;
+  const patchType =
+    typeof response.patchType === "string" && response.patchType !== "" ? response.patchType : undefined;
+  if (patch !== undefined && patchType === undefined)
+    throw invalid("webhook returned response.patch but not response.patchType");
+  if (patchType !== undefined && patch === undefined)
+    throw invalid("webhook returned response.patchType but not response.patch");
+  if (patchType !== undefined && !mutating)
+    throw invalid("validating webhook may not return response.patchType");
+  if (patchType !== undefined && patchType !== "JSONPatch")
+    throw new WebhookCallError(`unsupported patch type "${patchType}"`);
+  const status = isRecord(response.status) ? (response.status as AdmissionStatus) : undefined;
+  return {
+    uid,
+    // Absent means false (Go's zero value): a webhook must say yes explicitly.
+    allowed: response.allowed === true,
+    ...(status ? { status } : {}),
+    ...(patch !== undefined ? { patch, patchType: "JSONPatch" } : {}),
+    ...(Array.isArray(response.warnings)
+      ? { warnings: response.warnings.filter((w): w is string => typeof w === "string") }
+      : {}),
+  };
+}
+
+export interface CallOptions {
+  clientConfig: WebhookClientConfig | undefined;
+  services: ServiceMap;
+  /** 1..30, default 10 (clamped like upstream's validation would require). */
+  timeoutSeconds: number | undefined;
+  review: object;
+  uid: string;
+  mutating: boolean;
+}
+
+export async function callWebhook(options: CallOptions): Promise<AdmissionResponse> {
+  const timeoutSeconds = Math.min(30, Math.max(1, Math.floor(options.timeoutSeconds ?? 10)));
+  const endpoint = endpointOf(options.clientConfig, options.services, timeoutSeconds);
+  const ca = decodeCaBundle(options.clientConfig?.caBundle);
+  const text = await post(endpoint, ca, JSON.stringify(options.review), timeoutSeconds);
+  return verifyAdmissionResponse(text, options.uid, options.mutating);
+}
