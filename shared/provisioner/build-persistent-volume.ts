@@ -59,7 +59,8 @@ export function buildPersistentVolume(input: BuildVolumeInput): BuildVolumeResul
   const csi: PersistentVolume["spec"]["csi"] = {
     driver: input.driverName,
     volumeHandle: volume.volumeId,
-    volumeAttributes: { ...volume.volumeContext, [provisionerIdentityKey]: input.identity },
+    // Upstream sets the identity first and copies volume_context over it.
+    volumeAttributes: { [provisionerIdentityKey]: input.identity, ...volume.volumeContext },
     ...(!block && input.fsType ? { fsType: input.fsType } : {}),
     ...(refs.controllerPublish ? { controllerPublishSecretRef: ref(refs.controllerPublish) } : {}),
     ...(refs.nodeStage ? { nodeStageSecretRef: ref(refs.nodeStage) } : {}),
@@ -67,12 +68,13 @@ export function buildPersistentVolume(input: BuildVolumeInput): BuildVolumeResul
     ...(refs.controllerExpand ? { controllerExpandSecretRef: ref(refs.controllerExpand) } : {}),
     ...(refs.nodeExpand ? { nodeExpandSecretRef: ref(refs.nodeExpand) } : {}),
   };
-  const annotations: Record<string, string> = { [annDynamicallyProvisioned]: input.driverName };
-  if (refs.provisioner) {
-    // Deletion uses the provisioner's secret; the class may be gone by then.
-    annotations[annDeletionSecretName] = refs.provisioner.name;
-    annotations[annDeletionSecretNamespace] = refs.provisioner.namespace;
-  }
+  // Deletion uses the provisioner's secret; the class may be gone by then. Upstream always
+  // writes the pair, empty without a provisioner secret ("no secrets", not "ask the class").
+  const annotations: Record<string, string> = {
+    [annDynamicallyProvisioned]: input.driverName,
+    [annDeletionSecretName]: refs.provisioner?.name ?? "",
+    [annDeletionSecretNamespace]: refs.provisioner?.namespace ?? "",
+  };
   const nodeAffinity = nodeAffinityFromTopology(volume.accessibleTopology);
   const pv: PersistentVolume = {
     apiVersion: "v1",
