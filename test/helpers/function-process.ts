@@ -44,7 +44,8 @@ export async function startFunctionProcess(
     stderr: () => errText,
     stop: () =>
       new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
+        // A child that already died (SIGKILL in a test) has fired its exit event: do not wait for another.
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
         child.once("exit", (code) => resolve(code));
         child.kill("SIGTERM");
       }),
