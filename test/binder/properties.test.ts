@@ -28,14 +28,20 @@ const volumeArb = (i: number, claimCount: number) =>
       phase: fc.constantFrom(...phases),
       cls: fc.constantFrom(...classes),
       boundTo: fc.option(fc.nat(claimCount), { nil: undefined }),
-      withUid: fc.boolean(),
+      uid: fc.constantFrom("none", "match", "stale"),
       byController: fc.boolean(),
       policy: fc.constantFrom("Retain", "Delete"),
       block: fc.boolean(),
     })
     .map((r): PersistentVolume => {
       const claimName = r.boundTo === undefined ? "" : `claim-${r.boundTo}`;
-      const uid = r.boundTo === undefined || !r.withUid ? "" : `uid-${r.boundTo}`;
+      // "stale": the claim of that name was deleted and re-created (another uid).
+      const uid =
+        r.boundTo === undefined || r.uid === "none"
+          ? ""
+          : r.uid === "match"
+            ? `uid-${r.boundTo}`
+            : `old-uid-${r.boundTo}`;
       const v = newVolume(
         `volume-${i}`,
         r.size,
