@@ -1,0 +1,498 @@
+// deploy/ against the code: every Knative Service runs an existing function
+// under an existing ServiceAccount, each ApiServerSource forwards exactly the
+// kinds its controller handles (found by driving the real controllers), each
+// PingSource hits /resync, and the webhook configurations name exactly the
+// admission function's routes, with the settings kube-apiserver needs.
+import assert from "node:assert/strict";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { FUNCTION_NAMES } from "../../functions/serve.ts";
+import { defaultAdmissionConfig } from "../../shared/admission/config.ts";
+import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
+import { AttachDetachController } from "../../shared/attach-detach/runtime/attach-detach-controller.ts";
+import { AttacherController } from "../../shared/attacher/runtime/attacher-controller.ts";
+import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
+import { parseCsiEndpoint } from "../../shared/csi/endpoint.ts";
+import type { Controller, ControllerEvent } from "../../shared/http/controller-function.ts";
+import { apiVersionOf, type ResourceDescriptor } from "../../shared/kube/resources.ts";
+import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
+import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
+import { descriptors, REPO } from "./code-rbac.ts";
+import {
+  containersOf,
+  DEPLOY,
+  envOf,
+  field,
+  isRecord,
+  loadManifests,
+  type Manifest,
+  ofKind,
+  readKustomization,
+  servingContainer,
+} from "./manifests.ts";
+
+const NAMESPACE = "kube-storage-functions";
+const manifests = loadManifests();
+const ksvcs = ofKind(manifests, "Service").filter((m) => m.apiVersion === "serving.knative.dev/v1");
+const CONTROLLERS = ["binder", "provisioner", "attacher", "attach-detach"] as const;
+
+function ksvcOfFunction(name: string): Manifest {
+  const found = ksvcs.filter((k) => envOf(servingContainer(k)).get("FUNCTION") === name);
+  assert.equal(found.length, 1, `exactly one Knative Service runs FUNCTION=${name}`);
+  return found[0] as Manifest;
+}
+
+/**
+ * A stand-in for the API client / CSI client / recorder that records that
+ * the controller reached for it and then fails: "this controller acts on the
+ * event" without a cluster.
+ */
+function touchRecorder(): { client: unknown; touched: () => boolean } {
+  let touched = false;
+  const client = new Proxy(
+    {},
+    {
+      get(_target, prop) {
+        // Not a thenable: awaiting the client itself must not look like a call.
+        if (prop === "then") return undefined;
+        return () => {
+          touched = true;
+          // Rejected, but marked handled: code that starts several calls at once
+          // and awaits one must not leave an unhandled rejection behind.
+          const failed = Promise.reject(new Error(`touched ${String(prop)}`));
+          failed.catch(() => undefined);
+          return failed;
+        };
+      },
+    },
+  );
+  return { client, touched: () => touched };
+}
+
+type ControllerFactory = (deps: { kube: never; csi: never; events: never }) => Controller;
+
+const factories: Record<(typeof CONTROLLERS)[number], ControllerFactory> = {
+  binder: ({ kube, events }) => new BinderController({ kube, events }),
+  provisioner: ({ kube, csi, events }) =>
+    new ProvisionerController({
+      kube,
+      csi,
+      events,
+      driverName: "hostpath.csi.k8s.io",
+      options: defaultProvisionerOptions("hostpath.csi.k8s.io"),
+    }),
+  attacher: ({ kube, csi }) => new AttacherController({ kube, csi, driverName: "hostpath.csi.k8s.io" }),
+  "attach-detach": ({ kube, events }) => new AttachDetachController({ kube, events }),
+};
+
+/** The kinds (apiVersion/Kind) whose events make the controller read the cluster or call the driver. */
+async function handledKinds(name: (typeof CONTROLLERS)[number]): Promise<string[]> {
+  const handled: string[] = [];
+  for (const r of descriptors().values()) {
+    const probe = touchRecorder();
+    const client = probe.client as never;
+    const controller = factories[name]({ kube: client, csi: client, events: client });
+    const event: ControllerEvent = {
+      action: "update",
+      kind: r.kind,
+      apiVersion: apiVersionOf(r),
+      name: "probe",
+      ...(r.namespaced ? { namespace: "default" } : {}),
+    };
+    const reports = await controller.handleEvent(event).catch(() => undefined);
+    if (probe.touched() || (reports !== undefined && reports.length > 0))
+      handled.push(`${apiVersionOf(r)}/${r.kind}`);
+  }
+  return handled.sort();
+}
+
+function sinkName(source: Manifest): string | undefined {
+  const ref = field(source, "spec.sink.ref");
+  if (!isRecord(ref)) return undefined;
+  assert.equal(
+    ref.apiVersion,
+    "serving.knative.dev/v1",
+    `${source.metadata.name}: sink is a Knative Service`,
+  );
+  assert.equal(ref.kind, "Service", `${source.metadata.name}: sink is a Knative Service`);
+  return typeof ref.name === "string" ? ref.name : undefined;
+}
+
+describe("kustomization", () => {
+  it("lists every manifest in deploy/ and puts namespaced objects in kube-storage-functions", () => {
+    const k = readKustomization();
+    assert.equal(k.namespace, NAMESPACE);
+    const files = readdirSync(DEPLOY)
+      .filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml")
+      .sort();
+    assert.deepEqual(
+      [...(k.resources ?? [])].sort(),
+      files,
+      "a manifest in deploy/ that kustomize would not apply",
+    );
+    const ns = ofKind(manifests, "Namespace");
+    assert.deepEqual(
+      ns.map((n) => n.metadata.name),
+      [NAMESPACE],
+    );
+    for (const m of manifests) {
+      if (m.metadata.namespace !== undefined)
+        assert.equal(m.metadata.namespace, NAMESPACE, `${m.kind} ${m.metadata.name}`);
+    }
+  });
+
+  it("names each object once per kind", () => {
+    const seen = new Set<string>();
+    for (const m of manifests) {
+      const key = `${m.apiVersion}/${m.kind}/${m.metadata.namespace ?? ""}/${m.metadata.name}`;
+      assert.ok(!seen.has(key), `duplicate ${key}`);
+      seen.add(key);
+    }
+  });
+
+  it("sets the image the Knative Services use", () => {
+    const images = new Set(ksvcs.flatMap((k) => containersOf(k).map((c) => c.image)));
+    assert.deepEqual([...images], ["kube-storage-functions"], "one image for every function");
+    const k = readKustomization();
+    assert.ok(
+      (k.images ?? []).some((i) => i.name === "kube-storage-functions" && i.newName),
+      "kustomization maps the image name to a registry",
+    );
+  });
+});
+
+describe("Knative Services", () => {
+  const accounts = new Set(ofKind(manifests, "ServiceAccount").map((s) => s.metadata.name));
+
+  it("one per function, each running an existing function under its own ServiceAccount", () => {
+    assert.deepEqual(
+      ksvcs.map((k) => envOf(servingContainer(k)).get("FUNCTION")).sort(),
+      [...FUNCTION_NAMES].sort(),
+    );
+    for (const ksvc of ksvcs) {
+      const name = ksvc.metadata.name;
+      for (const container of containersOf(ksvc)) {
+        const fn = envOf(container).get("FUNCTION") ?? "";
+        assert.ok(
+          (FUNCTION_NAMES as readonly string[]).includes(fn),
+          `${name}/${container.name}: FUNCTION ${fn}`,
+        );
+        assert.ok(existsSync(join(REPO, "functions", fn, "main.ts")), `functions/${fn}/main.ts exists`);
+        assert.equal(fn, name, `the Knative Service is named after its function (${name})`);
+        // The image runs as uid 1000 and keeps no local state.
+        assert.equal(container.securityContext?.runAsNonRoot, true, `${name}/${container.name} runAsNonRoot`);
+        assert.equal(container.securityContext?.allowPrivilegeEscalation, false);
+        assert.equal(container.securityContext?.readOnlyRootFilesystem, true);
+      }
+      const account = field(ksvc, "spec.template.spec.serviceAccountName");
+      assert.equal(account, name, `${name} runs as its own ServiceAccount`);
+      assert.ok(accounts.has(name), `ServiceAccount ${name} is in deploy/`);
+      const serving = servingContainer(ksvc);
+      assert.equal(serving.name, name);
+      assert.deepEqual(serving.ports, [{ containerPort: 8080 }], `${name}: one HTTP port; Knative sets PORT`);
+      assert.ok(!envOf(serving).has("PORT"), "Knative reserves PORT on the serving container");
+      assert.equal(field(serving, "readinessProbe.httpGet.path"), "/readyz");
+      assert.equal(field(serving, "livenessProbe.httpGet.path"), "/healthz");
+      assert.equal(
+        ksvc.metadata.labels?.["networking.knative.dev/visibility"],
+        "cluster-local",
+        `${name} is not exposed outside the cluster`,
+      );
+    }
+  });
+
+  it("the admission function never scales to zero; controllers may", () => {
+    const admission = ksvcOfFunction("admission");
+    const annotations = field(admission, "spec.template.metadata.annotations") as Record<string, string>;
+    assert.equal(annotations["autoscaling.knative.dev/min-scale"], "1");
+    for (const name of CONTROLLERS) {
+      const a = (field(ksvcOfFunction(name), "spec.template.metadata.annotations") ?? {}) as Record<
+        string,
+        string
+      >;
+      assert.ok(
+        !("autoscaling.knative.dev/min-scale" in a) || a["autoscaling.knative.dev/min-scale"] === "0",
+        name,
+      );
+    }
+  });
+
+  it("the provisioner and attacher reach the CSI driver over TCP (a pod's unix socket cannot be shared)", () => {
+    for (const name of ["provisioner", "attacher"]) {
+      const env = envOf(servingContainer(ksvcOfFunction(name)));
+      const endpoint = parseCsiEndpoint(env.get("CSI_ENDPOINT") ?? "");
+      assert.equal(endpoint.transport, "tcp", `${name}: CSI_ENDPOINT ${env.get("CSI_ENDPOINT")}`);
+      assert.ok(env.get("DRIVER_NAME"), `${name}: DRIVER_NAME pins the driver`);
+    }
+    for (const name of ["binder", "attach-detach", "admission"]) {
+      assert.ok(
+        !envOf(servingContainer(ksvcOfFunction(name))).has("CSI_ENDPOINT"),
+        `${name} does not talk CSI`,
+      );
+    }
+  });
+});
+
+describe("event sources", () => {
+  const sources = ofKind(manifests, "ApiServerSource");
+  const pings = ofKind(manifests, "PingSource");
+
+  for (const name of CONTROLLERS) {
+    it(`${name}: one ApiServerSource in Resource mode with exactly the kinds handleEvent acts on`, async () => {
+      const mine = sources.filter((s) => sinkName(s) === name);
+      assert.equal(mine.length, 1, `ApiServerSources for ${name}`);
+      const source = mine[0] as Manifest;
+      assert.equal(source.apiVersion, "sources.knative.dev/v1");
+      assert.equal(field(source, "spec.mode"), "Resource");
+      const kinds = (field(source, "spec.resources") as { apiVersion: string; kind: string }[])
+        .map((r) => `${r.apiVersion}/${r.kind}`)
+        .sort();
+      assert.deepEqual(kinds, await handledKinds(name));
+      // Claims and pods live in every namespace: the source must watch them all.
+      const namespacedKinds = kinds.filter((k) =>
+        [...descriptors().values()].some((r) => r.namespaced && `${apiVersionOf(r)}/${r.kind}` === k),
+      );
+      if (namespacedKinds.length > 0)
+        assert.deepEqual(field(source, "spec.namespaceSelector"), {}, `${name}: all namespaces`);
+    });
+
+    it(`${name}: a PingSource POSTs /resync every minute`, () => {
+      const mine = pings.filter((p) => sinkName(p) === name);
+      assert.equal(mine.length, 1, `PingSources for ${name}`);
+      const ping = mine[0] as Manifest;
+      assert.equal(ping.apiVersion, "sources.knative.dev/v1");
+      assert.equal(field(ping, "spec.sink.uri"), "/resync");
+      assert.equal(field(ping, "spec.schedule"), "* * * * *");
+    });
+  }
+
+  it("the admission function gets no events", () => {
+    for (const s of [...sources, ...pings]) assert.notEqual(sinkName(s), "admission");
+  });
+
+  it("every source's sink is one of our Knative Services and its ServiceAccount may list and watch its kinds", () => {
+    const names = new Set(ksvcs.map((k) => k.metadata.name));
+    const roles = new Map(ofKind(manifests, "ClusterRole").map((r) => [r.metadata.name, r]));
+    const byKind = new Map([...descriptors().values()].map((r) => [`${apiVersionOf(r)}/${r.kind}`, r]));
+    for (const s of [...sources, ...pings])
+      assert.ok(names.has(sinkName(s) ?? ""), `${s.metadata.name} sink`);
+    for (const source of sources) {
+      const account = field(source, "spec.serviceAccountName");
+      assert.equal(typeof account, "string", `${source.metadata.name} names its ServiceAccount`);
+      const bindings = ofKind(manifests, "ClusterRoleBinding").filter((b) =>
+        ((b.subjects as { kind: string; name: string; namespace: string }[] | undefined) ?? []).some(
+          (s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === NAMESPACE,
+        ),
+      );
+      const rules = bindings.flatMap(
+        (b) => (field(roles.get(field(b, "roleRef.name") as string), "rules") ?? []) as Rule[],
+      );
+      for (const r of field(source, "spec.resources") as { apiVersion: string; kind: string }[]) {
+        const d = byKind.get(`${r.apiVersion}/${r.kind}`) as ResourceDescriptor;
+        for (const verb of ["get", "list", "watch"])
+          assert.ok(allows(rules, d.group, d.plural, verb), `${account} may ${verb} ${d.plural}`);
+      }
+    }
+  });
+});
+
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+}
+
+function allows(rules: readonly Rule[], group: string, resource: string, verb: string): boolean {
+  return rules.some(
+    (r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb),
+  );
+}
+
+describe("admission webhooks", () => {
+  const hooks = createAdmissionHooks({
+    lookups: touchRecorder().client as never,
+    config: defaultAdmissionConfig(),
+  });
+  const mutating = ofKind(manifests, "MutatingWebhookConfiguration");
+  const validating = ofKind(manifests, "ValidatingWebhookConfiguration");
+  type Webhook = {
+    name: string;
+    clientConfig: {
+      service?: { name: string; namespace: string; path: string; port?: number };
+      url?: string;
+      caBundle?: string;
+    };
+    rules: {
+      apiGroups: string[];
+      apiVersions: string[];
+      operations: string[];
+      resources: string[];
+      scope: string;
+    }[];
+    failurePolicy?: string;
+    sideEffects?: string;
+    timeoutSeconds?: number;
+    admissionReviewVersions?: string[];
+  };
+  const webhooks = [...mutating, ...validating].flatMap((c) =>
+    ((c.webhooks as Webhook[] | undefined) ?? []).map((w) => ({ config: c, webhook: w })),
+  );
+  const certsScript = readFileSync(join(REPO, "scripts", "certs.ts"), "utf8");
+  const certDefault = (variable: string): string | undefined =>
+    new RegExp(`"${variable}",\\s*"([^"]+)"`).exec(certsScript)?.[1];
+
+  it("one webhook per admission route, mutate/validate by its path", () => {
+    assert.deepEqual(
+      webhooks.map((w) => w.webhook.clientConfig.service?.path).sort(),
+      hooks.map((h) => h.path).sort(),
+    );
+    for (const { config, webhook } of webhooks) {
+      const path = webhook.clientConfig.service?.path ?? "";
+      assert.equal(
+        config.kind,
+        path.startsWith("/mutate/") ? "MutatingWebhookConfiguration" : "ValidatingWebhookConfiguration",
+        path,
+      );
+      assert.equal(config.apiVersion, "admissionregistration.k8s.io/v1");
+      assert.match(webhook.name, /^[a-z0-9-]+(\.[a-z0-9-]+){2,}$/, "webhook names are fully qualified");
+    }
+  });
+
+  it("rules match the resource each route reviews, with the right scope", () => {
+    const scopes = new Map([...descriptors().values()].map((r) => [`${r.group}/${r.plural}`, r.namespaced]));
+    for (const { webhook } of webhooks) {
+      const hook = hooks.find((h) => h.path === webhook.clientConfig.service?.path);
+      assert.ok(hook);
+      assert.equal(webhook.rules.length, 1, webhook.name);
+      const rule = webhook.rules[0] as Webhook["rules"][number];
+      assert.deepEqual(rule.apiGroups, [hook.serves.group]);
+      assert.deepEqual(rule.apiVersions, ["v1"]);
+      // The main resource only: "/status" writes are not reviewed.
+      assert.deepEqual(rule.resources, [hook.serves.resource]);
+      const namespaced = scopes.get(`${hook.serves.group}/${hook.serves.resource}`);
+      assert.equal(rule.scope, namespaced ? "Namespaced" : "Cluster", `${webhook.name} scope`);
+      assert.ok(rule.operations.length > 0 && rule.operations.every((o) => ["CREATE", "UPDATE"].includes(o)));
+      assert.deepEqual(
+        rule.operations,
+        hook.path.startsWith("/mutate/") || hook.path.endsWith("volumeattachments") ? ["CREATE"] : ["UPDATE"],
+      );
+    }
+  });
+
+  it("settings kube-apiserver needs: v1 reviews, no side effects, a short timeout, an explicit failure policy", () => {
+    for (const { webhook } of webhooks) {
+      assert.deepEqual(webhook.admissionReviewVersions, ["v1"], webhook.name);
+      assert.equal(webhook.sideEffects, "None", webhook.name);
+      assert.equal(webhook.timeoutSeconds, 5, webhook.name);
+      assert.ok(webhook.failurePolicy === "Ignore" || webhook.failurePolicy === "Fail", webhook.name);
+      assert.equal(
+        webhook.clientConfig.caBundle,
+        undefined,
+        "caBundle comes from npm run certs, never from the manifest",
+      );
+      assert.equal(webhook.clientConfig.url, undefined, "in-cluster: a Service reference");
+    }
+    const policy = new Map(
+      webhooks.map((w) => [w.webhook.clientConfig.service?.path, w.webhook.failurePolicy]),
+    );
+    // Creation of claims and PVs never depends on the webhook; VA creation is checked or refused.
+    assert.equal(policy.get("/mutate/persistentvolumeclaims"), "Ignore");
+    assert.equal(policy.get("/validate/persistentvolumeclaims"), "Ignore");
+    assert.equal(policy.get("/mutate/persistentvolumes"), "Ignore");
+    assert.equal(policy.get("/validate/volumeattachments"), "Fail");
+    const text = readFileSync(join(DEPLOY, "webhooks.yaml"), "utf8");
+    assert.equal(
+      (text.match(/^\s+# (Ignore|Fail):/gm) ?? []).length,
+      webhooks.length,
+      "each failurePolicy is explained",
+    );
+  });
+
+  it("the webhook Service, Secret and configuration names are the ones `npm run certs` patches", () => {
+    const service = certDefault("CERT_SERVICE");
+    const namespace = certDefault("CERT_NAMESPACE");
+    const configName = certDefault("WEBHOOK_CONFIG_NAME");
+    assert.ok(service && namespace && configName, "scripts/certs.ts defaults found");
+    assert.equal(namespace, NAMESPACE);
+    for (const c of [...mutating, ...validating]) assert.equal(c.metadata.name, configName);
+    for (const { webhook } of webhooks) {
+      assert.equal(webhook.clientConfig.service?.name, service);
+      assert.equal(webhook.clientConfig.service?.namespace, namespace);
+      assert.equal(webhook.clientConfig.service?.port, 443);
+    }
+    // The Service exists and sends 443 to the admission pods' HTTPS listener.
+    const svc = ofKind(manifests, "Service").find(
+      (s) => s.apiVersion === "v1" && s.metadata.name === service,
+    );
+    assert.ok(svc, `Service ${service}`);
+    const admission = ksvcOfFunction("admission");
+    assert.deepEqual(field(svc, "spec.selector"), { "serving.knative.dev/service": admission.metadata.name });
+    const port = (field(svc, "spec.ports") as { port: number; targetPort: number }[]).find(
+      (p) => p.port === 443,
+    );
+    assert.ok(port, "port 443");
+    const tls = containersOf(admission).filter((c) => envOf(c).get("TLS_CERT_FILE"));
+    assert.equal(tls.length, 1, "one HTTPS container in the admission pod");
+    const tlsContainer = tls[0] as (typeof tls)[number];
+    const env = envOf(tlsContainer);
+    assert.equal(env.get("FUNCTION"), "admission");
+    assert.equal(Number(env.get("PORT")), port.targetPort);
+    assert.ok((tlsContainer.ports ?? []).length === 0, "Knative allows a port on the serving container only");
+    // Certificate and key come from the Secret certs writes: <service>-tls.
+    const mount = (tlsContainer.volumeMounts ?? []).find((m) =>
+      env.get("TLS_CERT_FILE")?.startsWith(`${m.mountPath}/`),
+    );
+    assert.ok(mount, "TLS_CERT_FILE is on a mounted volume");
+    assert.ok(env.get("TLS_KEY_FILE")?.startsWith(`${mount.mountPath}/`));
+    const volumes = field(admission, "spec.template.spec.volumes") as {
+      name: string;
+      secret?: { secretName: string };
+    }[];
+    const volume = volumes.find((v) => v.name === mount.name);
+    assert.equal(volume?.secret?.secretName, `${service}-tls`);
+    // Same configuration as the serving container, apart from port and TLS.
+    const serving = envOf(servingContainer(admission));
+    for (const [key, value] of serving) assert.equal(env.get(key), value, `webhook-tls ${key}`);
+  });
+});
+
+describe("image", () => {
+  const dockerfile = readFileSync(join(DEPLOY, "Dockerfile"), "utf8");
+  const dockerignore = readFileSync(join(REPO, ".dockerignore"), "utf8");
+
+  it("runs functions/serve.ts on Node 24 as a non-root user", () => {
+    assert.match(dockerfile, /^ARG NODE_IMAGE=node:24[-\w.]*$/m);
+    assert.match(dockerfile, /^ENTRYPOINT \["node", "functions\/serve\.ts"\]$/m);
+    assert.match(dockerfile, /^USER 1000:1000$/m);
+    assert.match(dockerfile, /npm ci --omit=dev/);
+    for (const dir of ["functions", "shared"])
+      assert.match(dockerfile, new RegExp(`^COPY ${dir} \\./${dir}$`, "m"));
+    assert.match(
+      dockerfile,
+      /^COPY package\.json \.\/$/m,
+      "package.json's type: module makes .ts files ES modules",
+    );
+  });
+
+  it("the build context is only what the image needs", () => {
+    const lines = dockerignore
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith("#"));
+    assert.equal(lines[0], "*", "everything excluded first");
+    assert.deepEqual(lines.filter((l) => l.startsWith("!")).sort(), [
+      "!functions/",
+      "!package-lock.json",
+      "!package.json",
+      "!shared/",
+    ]);
+  });
+
+  it("nothing the image runs imports from outside functions/ and shared/", () => {
+    for (const name of FUNCTION_NAMES) {
+      const main = readFileSync(join(REPO, "functions", name, "main.ts"), "utf8");
+      assert.doesNotMatch(main, /from "\.\.\/\.\.\/(sandbox|test|scripts)\//, name);
+    }
+  });
+});

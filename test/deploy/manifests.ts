@@ -1,0 +1,131 @@
+// Reads deploy/ the way `kubectl apply -k deploy/` would see it: every file
+// kustomization.yaml lists, split into documents, with the kustomization's
+// namespace applied to namespaced objects that name none.
+
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { REPO } from "./code-rbac.ts";
+
+export const DEPLOY = join(REPO, "deploy");
+
+export interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  /** The file it came from, for messages. */
+  file: string;
+  [key: string]: unknown;
+}
+
+export interface Kustomization {
+  namespace?: string;
+  resources?: string[];
+  images?: { name: string; newName?: string; newTag?: string }[];
+}
+
+/** Kinds that are not namespaced (the ones deploy/ uses). */
+const CLUSTER_SCOPED = new Set([
+  "Namespace",
+  "ClusterRole",
+  "ClusterRoleBinding",
+  "MutatingWebhookConfiguration",
+  "ValidatingWebhookConfiguration",
+]);
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Parses one YAML file into its documents; a YAML error fails loudly with the file name. */
+export function yamlDocuments(path: string): unknown[] {
+  const docs = parseAllDocuments(readFileSync(path, "utf8"));
+  const list = Array.isArray(docs) ? docs : [docs];
+  return list.map((doc, i) => {
+    if (doc.errors.length > 0) throw new Error(`${path} document ${i + 1}: ${doc.errors[0]?.message}`);
+    return doc.toJS();
+  });
+}
+
+export function readKustomization(): Kustomization {
+  const value: unknown = parseYaml(readFileSync(join(DEPLOY, "kustomization.yaml"), "utf8"));
+  if (!isRecord(value)) throw new Error("deploy/kustomization.yaml is not a mapping");
+  return value as Kustomization;
+}
+
+export function loadManifests(): Manifest[] {
+  const kustomization = readKustomization();
+  const out: Manifest[] = [];
+  for (const file of kustomization.resources ?? []) {
+    for (const doc of yamlDocuments(join(DEPLOY, file))) {
+      if (doc === null || doc === undefined) continue;
+      if (!isRecord(doc) || typeof doc.kind !== "string" || typeof doc.apiVersion !== "string")
+        throw new Error(`deploy/${file}: a document without apiVersion and kind`);
+      const metadata = doc.metadata;
+      if (!isRecord(metadata) || typeof metadata.name !== "string")
+        throw new Error(`deploy/${file}: ${doc.kind} without metadata.name`);
+      const namespaced = !CLUSTER_SCOPED.has(doc.kind);
+      const namespace = namespaced
+        ? ((metadata.namespace as string | undefined) ?? kustomization.namespace)
+        : undefined;
+      out.push({
+        ...doc,
+        apiVersion: doc.apiVersion,
+        kind: doc.kind,
+        metadata: { ...metadata, name: metadata.name, ...(namespace ? { namespace } : {}) },
+        file: `deploy/${file}`,
+      });
+    }
+  }
+  return out;
+}
+
+export function ofKind(manifests: readonly Manifest[], kind: string): Manifest[] {
+  return manifests.filter((m) => m.kind === kind);
+}
+
+/** A nested field, or undefined; `path` is dot-separated with numeric indexes allowed. */
+export function field(value: unknown, path: string): unknown {
+  let current: unknown = value;
+  for (const key of path.split(".")) {
+    if (Array.isArray(current)) current = current[Number(key)];
+    else if (isRecord(current)) current = current[key];
+    else return undefined;
+  }
+  return current;
+}
+
+export interface Container {
+  name?: string;
+  image?: string;
+  ports?: { containerPort: number }[];
+  env?: { name: string; value?: string }[];
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+  readinessProbe?: unknown;
+  livenessProbe?: unknown;
+  securityContext?: Record<string, unknown>;
+}
+
+export function containersOf(ksvc: Manifest): Container[] {
+  const containers = field(ksvc, "spec.template.spec.containers");
+  return Array.isArray(containers) ? (containers as Container[]) : [];
+}
+
+/** The container Knative routes to: the one that declares a port. */
+export function servingContainer(ksvc: Manifest): Container {
+  const serving = containersOf(ksvc).filter((c) => (c.ports ?? []).length > 0);
+  if (serving.length !== 1)
+    throw new Error(
+      `${ksvc.file}: Knative Service ${ksvc.metadata.name} needs exactly one container with a port`,
+    );
+  return serving[0] as Container;
+}
+
+export function envOf(container: Container): Map<string, string> {
+  return new Map((container.env ?? []).map((e) => [e.name, e.value ?? ""]));
+}

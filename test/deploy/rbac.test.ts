@@ -1,0 +1,196 @@
+// deploy/rbac.yaml against the code: each function's ClusterRole grants
+// exactly what its reachable code calls (code-rbac.ts reads the calls from
+// the source), so a new kube call without a grant, or a grant no code uses,
+// fails here instead of in a cluster.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { FUNCTION_NAMES } from "../../functions/serve.ts";
+import {
+  ENV_GATED,
+  type KubeCall,
+  permissionKey,
+  reachableChunks,
+  scanFiles,
+  scanFunction,
+} from "./code-rbac.ts";
+import { envOf, field, loadManifests, type Manifest, ofKind, servingContainer } from "./manifests.ts";
+
+const NAMESPACE = "kube-storage-functions";
+const manifests = loadManifests();
+const ksvcs = ofKind(manifests, "Service").filter((m) => m.apiVersion === "serving.knative.dev/v1");
+const roles = new Map(ofKind(manifests, "ClusterRole").map((r) => [r.metadata.name, r]));
+const bindings = ofKind(manifests, "ClusterRoleBinding");
+
+interface Rule {
+  apiGroups?: string[];
+  resources?: string[];
+  verbs?: string[];
+  resourceNames?: string[];
+  nonResourceURLs?: string[];
+}
+
+/** Every (group, resource, verb) the ClusterRoles bound to a ServiceAccount grant. */
+function granted(account: string): Set<string> {
+  const out = new Set<string>();
+  for (const binding of bindings) {
+    const subjects = (field(binding, "subjects") ?? []) as {
+      kind: string;
+      name: string;
+      namespace?: string;
+    }[];
+    if (!subjects.some((s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === NAMESPACE))
+      continue;
+    assert.equal(field(binding, "roleRef.kind"), "ClusterRole");
+    const role = roles.get(field(binding, "roleRef.name") as string);
+    assert.ok(role, `ClusterRole ${field(binding, "roleRef.name")} of ${binding.metadata.name} exists`);
+    for (const rule of (field(role, "rules") ?? []) as Rule[]) {
+      for (const group of rule.apiGroups ?? [])
+        for (const resource of rule.resources ?? [])
+          for (const verb of rule.verbs ?? []) out.add(permissionKey({ group, resource, verb }));
+    }
+  }
+  return out;
+}
+
+function ksvcOf(name: string): Manifest {
+  const ksvc = ksvcs.find((k) => k.metadata.name === name);
+  assert.ok(ksvc, `Knative Service ${name}`);
+  return ksvc;
+}
+
+/** The calls a function's deployment needs: all but those behind a feature its environment leaves off. */
+function needed(name: string): { needed: Map<string, KubeCall[]>; gatedOff: string[] } {
+  const env = new Map<string, string>();
+  // Every container of the pod runs under the same ServiceAccount.
+  for (const c of (field(ksvcOf(name), "spec.template.spec.containers") ?? []) as Parameters<
+    typeof envOf
+  >[0][])
+    for (const [k, v] of envOf(c)) if (!env.has(k) || v) env.set(k, v);
+  const result = new Map<string, KubeCall[]>();
+  const gatedOff: string[] = [];
+  for (const call of scanFunction(name).calls) {
+    const gate = ENV_GATED.find((g) => g.file === call.file);
+    const on =
+      gate === undefined ||
+      (gate.value === undefined
+        ? Boolean(env.get(gate.env))
+        : env.get(gate.env)?.toLowerCase() === gate.value);
+    const key = permissionKey(call);
+    if (!on) {
+      gatedOff.push(key);
+      continue;
+    }
+    result.set(key, [...(result.get(key) ?? []), call]);
+  }
+  return { needed: result, gatedOff };
+}
+
+describe("code scan", () => {
+  it("resolves every API call to a resource descriptor", () => {
+    for (const name of FUNCTION_NAMES) {
+      const { unresolved } = scanFunction(name);
+      assert.deepEqual(unresolved, [], `${name}: calls whose resource the scan cannot tell`);
+    }
+  });
+
+  it("sees the calls it is meant to see (a scan that finds nothing would pass everything)", () => {
+    const binder = new Set(scanFunction("binder").calls.map(permissionKey));
+    for (const key of [
+      "core/persistentvolumes/status:update",
+      "core/persistentvolumeclaims:update",
+      "core/events:create",
+    ])
+      assert.ok(binder.has(key), `binder: ${key}`);
+    const attacher = new Set(scanFunction("attacher").calls.map(permissionKey));
+    // updateObject(kube, volumeAttachments, …, { subresource: "status" }): a read, then a status write.
+    assert.ok(attacher.has("storage.k8s.io/volumeattachments/status:update"));
+    assert.ok(attacher.has("storage.k8s.io/volumeattachments:get"));
+    // Only the secret reader of the provisioner's module, not its topology or snapshot reads.
+    assert.ok(attacher.has("core/secrets:get"));
+    assert.ok(!attacher.has("core/nodes:list"), "attacher reaches only readSecretData in load-request.ts");
+    const synthetic = scanFiles(["shared/provisioner/runtime/source-protection.ts"]);
+    assert.ok(
+      synthetic.calls.some((c) => permissionKey(c) === "snapshot.storage.k8s.io/volumesnapshots:update"),
+    );
+  });
+
+  it("no function reaches the typed client-node APIs, which this scan does not read", () => {
+    for (const name of FUNCTION_NAMES) {
+      const typed = reachableChunks(`functions/${name}/main.ts`).filter(({ chunk }) =>
+        /\b(makeApiClient|createKubeClients)\s*\(/.test(chunk.text),
+      );
+      assert.deepEqual(
+        typed.map(({ module, chunk }) => `${module.file}: ${chunk.name ?? "top level"}`),
+        [],
+        `${name}: API calls outside KubeJsonClient`,
+      );
+    }
+  });
+});
+
+describe("ClusterRoles", () => {
+  for (const name of FUNCTION_NAMES) {
+    it(`${name}: grants exactly what its code calls`, () => {
+      const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
+      const have = granted(account);
+      const { needed: need } = needed(name);
+      const missing = [...need.keys()].filter((k) => !have.has(k));
+      assert.deepEqual(
+        missing.map(
+          (k) =>
+            `${k} (${need
+              .get(k)
+              ?.map((c) => `${c.file}:${c.line}`)
+              .join(", ")})`,
+        ),
+        [],
+        `${name}: calls its ClusterRole does not allow`,
+      );
+      const extra = [...have].filter((k) => !need.has(k));
+      assert.deepEqual(extra, [], `${name}: grants no code of it uses`);
+    });
+  }
+
+  it("grants nothing by wildcard, by resource name or on non-resource URLs, and never watch to a function", () => {
+    for (const role of roles.values()) {
+      for (const rule of (field(role, "rules") ?? []) as Rule[]) {
+        for (const list of [rule.apiGroups, rule.resources, rule.verbs])
+          assert.ok(!(list ?? []).includes("*"), role.metadata.name);
+        assert.equal(rule.resourceNames, undefined);
+        assert.equal(rule.nonResourceURLs, undefined);
+      }
+    }
+    for (const name of FUNCTION_NAMES) {
+      const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
+      assert.ok(
+        ![...granted(account)].some((k) => k.endsWith(":watch")),
+        `${name} is handed events; it does not watch`,
+      );
+    }
+  });
+
+  it("feature-gated calls are granted only when the Service turns the feature on", () => {
+    for (const name of FUNCTION_NAMES) {
+      const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
+      const have = granted(account);
+      const { needed: need, gatedOff } = needed(name);
+      for (const key of gatedOff)
+        if (!need.has(key)) assert.ok(!have.has(key), `${name}: ${key} is granted but its feature is off`);
+    }
+    // The shipped Services leave AUTH_MODE and TLS_SECRET_NAME unset, so no TokenReview or Secret grant for those.
+    assert.ok(!granted("admission").has("core/secrets:get"), "the webhook mounts its certificate Secret");
+  });
+
+  it("every ServiceAccount a Knative Service or source names exists and is bound", () => {
+    const accounts = new Set(ofKind(manifests, "ServiceAccount").map((s) => s.metadata.name));
+    const named = [
+      ...ksvcs.map((k) => field(k, "spec.template.spec.serviceAccountName")),
+      ...ofKind(manifests, "ApiServerSource").map((s) => field(s, "spec.serviceAccountName")),
+    ] as string[];
+    for (const account of named) {
+      assert.ok(accounts.has(account), `ServiceAccount ${account}`);
+      assert.ok(granted(account).size > 0, `${account} is bound to a ClusterRole`);
+    }
+    for (const ksvc of ksvcs) assert.equal(envOf(servingContainer(ksvc)).get("FUNCTION"), ksvc.metadata.name);
+  });
+});
