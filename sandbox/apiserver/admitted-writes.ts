@@ -9,6 +9,10 @@
 // GuaranteedUpdate upstream, an update whose base moved meanwhile is redone
 // on the new base (the patch or body applied again, webhooks called again);
 // a resourceVersion precondition in the request turns that into 409 Conflict.
+//
+// Not admitted: the objects a Namespace deletion removes with it (upstream's
+// namespace controller deletes them through the API, so webhooks would see
+// those DELETEs), and objects seeded through /_sandbox/seed.
 
 import type { AdmissionAttributes, UserInfo, WebhookAdmission } from "./admission.ts";
 import { applyDefaults } from "./defaults.ts";
