@@ -58,6 +58,8 @@ export function createAdmissionApp(options: AdmissionAppOptions): FunctionApp {
   });
   return createFunctionApp({
     name: "admission",
+    // kube-apiserver sends no bearer token to webhooks; trust comes from TLS, so AUTH_MODE must not apply here.
+    auth: null,
     ...(options.logger ? { logger: options.logger } : {}),
     metrics,
     maxBodyBytes: limit,

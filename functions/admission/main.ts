@@ -7,10 +7,10 @@
 // (shared/admission/config.ts).
 //
 // Building and serving are apart on purpose: createAdmission() makes the app,
-// and serving it is the one serveFunction() call in main(). kube-apiserver
-// only calls webhooks over HTTPS, so that call is the seam where HTTPS
-// serving (shared/tls) takes over; until then this serves plain HTTP, which
-// is what tests and a TLS-terminating proxy / Knative route need.
+// main() serves it. kube-apiserver only calls webhooks over HTTPS:
+// serveFunction serves HTTPS when TLS_CERT_FILE/TLS_KEY_FILE or
+// TLS_SECRET_NAME/TLS_SECRET_NAMESPACE are set (shared/tls), plain HTTP
+// otherwise (tests, a TLS-terminating proxy or Knative route).
 import { createClusterLookups } from "../../shared/admission/cluster-lookups.ts";
 import { type AdmissionConfig, admissionConfigFromEnv } from "../../shared/admission/config.ts";
 import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
@@ -55,7 +55,6 @@ export function createAdmission(env: NodeJS.ProcessEnv = process.env): Admission
 
 export async function main(): Promise<void> {
   const admission = createAdmission();
-  // The serving seam: replace this call to serve HTTPS (shared/tls).
   await serveFunction(admission.app, {
     name: "admission",
     logger: admission.logger,

@@ -75,7 +75,8 @@ spec:
   phase = "";
   for (let i = 0; i < 60 && phase !== "Bound"; i++) {
     await new Promise((r) => setTimeout(r, 250));
-    phase = (await kubectl(kubeconfig, ["get", "pvc", "claim-dynamic", "-o", "jsonpath={.status.phase}"])).stdout;
+    phase = (await kubectl(kubeconfig, ["get", "pvc", "claim-dynamic", "-o", "jsonpath={.status.phase}"]))
+      .stdout;
   }
   assert.equal(phase, "Bound", "a dynamically provisioned claim binds too");
   const exited = new Promise((resolve) => child.once("exit", resolve));
