@@ -118,23 +118,25 @@ function input(partial: Partial<NodeReconcileInput>): NodeReconcileInput {
   };
 }
 
+function describeStep(s: AttachDetachStep): string {
+  switch (s.op) {
+    case "acquire-lock":
+    case "release-lock":
+      return `${s.op} ${s.volume.metadata.name}`;
+    case "create-attachment":
+    case "delete-attachment":
+      return `${s.op} ${s.attachment.spec.source.persistentVolumeName}@${s.attachment.spec.nodeName}`;
+    case "update-attachment":
+      return `${s.op} ${s.attachment.spec.source.persistentVolumeName} ${JSON.stringify(s.attachment.metadata.annotations ?? {})}`;
+    case "event":
+      return `event ${s.pod.metadata.name} ${s.type} ${s.reason}`;
+    case "multi-attach":
+      return `multi-attach ${s.volume.metadata.name} ${s.pods.map((p) => p.metadata.name).join(",")}`;
+  }
+}
+
 function ops(steps: AttachDetachStep[]): string[] {
-  return steps.map((s) => {
-    switch (s.op) {
-      case "acquire-lock":
-      case "release-lock":
-        return `${s.op} ${s.volume.metadata.name}`;
-      case "create-attachment":
-      case "delete-attachment":
-        return `${s.op} ${s.attachment.spec.source.persistentVolumeName}@${s.attachment.spec.nodeName}`;
-      case "update-attachment":
-        return `${s.op} ${s.attachment.spec.source.persistentVolumeName} ${JSON.stringify(s.attachment.metadata.annotations ?? {})}`;
-      case "event":
-        return `event ${s.pod.metadata.name} ${s.type} ${s.reason}`;
-      case "multi-attach":
-        return `multi-attach ${s.volume.metadata.name} ${s.pods.map((p) => p.metadata.name).join(",")}`;
-    }
-  });
+  return steps.map(describeStep);
 }
 
 describe("attach/detach: VolumeAttachment names as upstream", () => {

@@ -210,6 +210,6 @@ describe("attach end to end (trivial handler: driver without PUBLISH_UNPUBLISH_V
     assert.equal(va.status?.attached, true);
     assert.deepEqual(va.metadata.finalizers ?? [], []);
     assert.deepEqual((await sandbox.csi.volumes())[0]?.publishedNodes, []);
-    assert.equal((await sandbox.csi.stats()).calls?.["ControllerPublishVolume"] ?? 0, 0);
+    assert.equal((await sandbox.csi.stats()).calls?.ControllerPublishVolume ?? 0, 0);
   });
 });
