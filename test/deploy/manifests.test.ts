@@ -2,7 +2,9 @@
 // under an existing ServiceAccount, each ApiServerSource forwards exactly the
 // kinds its controller handles (found by driving the real controllers), each
 // PingSource hits /resync, and the webhook configurations name exactly the
-// admission function's routes, with the settings kube-apiserver needs.
+// admission function's routes, with the settings kube-apiserver needs. The
+// controllers accept events only with Knative Eventing's OIDC tokens from
+// their own sources.
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -14,6 +16,7 @@ import { AttachDetachController } from "../../shared/attach-detach/runtime/attac
 import { AttacherController } from "../../shared/attacher/runtime/attacher-controller.ts";
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import { parseCsiEndpoint } from "../../shared/csi/endpoint.ts";
+import { authPolicyFromEnv } from "../../shared/http/auth.ts";
 import type { Controller, ControllerEvent } from "../../shared/http/controller-function.ts";
 import { apiVersionOf, type ResourceDescriptor } from "../../shared/kube/resources.ts";
 import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
@@ -30,6 +33,7 @@ import {
   ofKind,
   readKustomization,
   servingContainer,
+  yamlDocuments,
 } from "./manifests.ts";
 
 const NAMESPACE = "kube-storage-functions";
@@ -294,6 +298,69 @@ describe("event sources", () => {
           assert.ok(allows(rules, d.group, d.plural, verb), `${account} may ${verb} ${d.plural}`);
       }
     }
+  });
+});
+
+/**
+ * The OIDC identity Knative Eventing gives a source with `authentication-oidc`
+ * enabled (knative/eventing pkg/auth GetOIDCServiceAccountNameForResource):
+ * kmeta.ChildName(<name>, "-oidc-<group>-<kind>"), lower case. ChildName hashes
+ * names over 63 characters; ours stay below, so the name is the plain join.
+ */
+function oidcUsername(source: Manifest): string {
+  const group = source.apiVersion.split("/")[0] ?? "";
+  const account = `${source.metadata.name}-oidc-${group}-${source.kind}`.toLowerCase();
+  assert.ok(account.length <= 63, `${account}: Knative would shorten it with a hash`);
+  return `system:serviceaccount:${source.metadata.namespace}:${account}`;
+}
+
+describe("event authentication", () => {
+  const senders = [...ofKind(manifests, "ApiServerSource"), ...ofKind(manifests, "PingSource")];
+  const list = (raw: string | undefined) => (raw ?? "").split(/[\s,]+/).filter((s) => s !== "");
+
+  for (const name of CONTROLLERS) {
+    it(`${name}: tokenreview for its sources' audience and OIDC identities only`, () => {
+      const ksvc = ksvcOfFunction(name);
+      const env = envOf(servingContainer(ksvc));
+      assert.equal(env.get("AUTH_MODE"), "tokenreview", `${name}: event endpoints authenticated`);
+      // Knative's audience form, <group>/<kind>/<namespace>/<name> in lower case.
+      const audience = `serving.knative.dev/service/${ksvc.metadata.namespace}/${ksvc.metadata.name}`;
+      assert.deepEqual(list(env.get("AUTH_TOKEN_AUDIENCES")), [audience]);
+      const mine = senders.filter((s) => sinkName(s) === name);
+      assert.equal(mine.length, 2, `${name}: an ApiServerSource and a PingSource`);
+      for (const source of mine)
+        assert.equal(
+          field(source, "spec.sink.audience"),
+          audience,
+          `${source.metadata.name}: a Knative Service announces no audience; the sink names it`,
+        );
+      assert.deepEqual(list(env.get("AUTH_ALLOWED_USERS")).sort(), mine.map(oidcUsername).sort());
+      // The code reads the settings the same way (and would refuse to start on a mistake).
+      const policy = authPolicyFromEnv(Object.fromEntries(env), {
+        kube: () => ({ create: async () => assert.fail("no API call at start") }),
+      });
+      assert.equal(policy?.mode, "tokenreview");
+      assert.deepEqual([...(policy?.allowedUsers ?? [])].sort(), mine.map(oidcUsername).sort());
+    });
+  }
+
+  it("the admission function has no AUTH_MODE: kube-apiserver sends webhooks no token", () => {
+    for (const container of containersOf(ksvcOfFunction("admission")))
+      for (const key of envOf(container).keys())
+        assert.ok(!key.startsWith("AUTH_"), `admission/${container.name}: ${key}`);
+  });
+
+  it("the optional fallback NetworkPolicy stays out of the kustomization and covers only the controllers", () => {
+    assert.ok(!(readKustomization().resources ?? []).some((r) => r.startsWith("optional")));
+    const docs = yamlDocuments(join(DEPLOY, "optional", "networkpolicy.yaml")).filter(isRecord);
+    assert.equal(docs.length, 1);
+    const policy = docs[0] as Record<string, unknown>;
+    assert.equal(policy.kind, "NetworkPolicy");
+    assert.equal(field(policy, "metadata.namespace"), NAMESPACE, "applied with kubectl -f, so it names it");
+    assert.deepEqual(field(policy, "spec.policyTypes"), ["Ingress"]);
+    assert.deepEqual(field(policy, "spec.podSelector.matchExpressions"), [
+      { key: "serving.knative.dev/service", operator: "In", values: [...CONTROLLERS] },
+    ]);
   });
 });
 

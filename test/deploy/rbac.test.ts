@@ -177,7 +177,21 @@ describe("ClusterRoles", () => {
       for (const key of gatedOff)
         if (!need.has(key)) assert.ok(!have.has(key), `${name}: ${key} is granted but its feature is off`);
     }
-    // The shipped Services leave AUTH_MODE and TLS_SECRET_NAME unset, so no TokenReview or Secret grant for those.
+    // TokenReviews exactly for the Services that set AUTH_MODE=tokenreview (the loop above and the
+    // exact-grant test hold either way; this names the outcome so a silent flip shows up here).
+    const reviewKey = "authentication.k8s.io/tokenreviews:create";
+    for (const name of FUNCTION_NAMES) {
+      const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
+      const mode = envOf(servingContainer(ksvcOf(name)))
+        .get("AUTH_MODE")
+        ?.toLowerCase();
+      assert.equal(
+        granted(account).has(reviewKey),
+        mode === "tokenreview" && scanFunction(name).calls.some((c) => permissionKey(c) === reviewKey),
+        `${name}: AUTH_MODE=${mode ?? "unset"} and the tokenreviews grant go together`,
+      );
+    }
+    // The shipped webhook leaves TLS_SECRET_NAME unset: it mounts its certificate Secret.
     assert.ok(!granted("admission").has("core/secrets:get"), "the webhook mounts its certificate Secret");
   });
 
