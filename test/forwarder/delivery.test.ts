@@ -22,6 +22,7 @@ import {
   startTestForwarder,
   storageClass,
   waitFor,
+  waitForIdle,
 } from "./helpers.ts";
 
 let sandbox: TestSandbox;
@@ -72,6 +73,7 @@ test("add, update and delete arrive as ApiServerSource CloudEvents the functions
     );
     await waitFor(() => eventsFor(volumes, "PersistentVolume//pv-1").length === 1, "volume add");
     await waitFor(() => eventsFor(cluster, "StorageClass//fast").length === 1, "class add");
+    await waitForIdle(forwarder);
 
     assert.deepEqual(
       volumes.requests.filter((r) => r.parseError).map((r) => r.parseError),

@@ -238,3 +238,16 @@ export function storageClass(name: string): KubeObject {
     provisioner: "hostpath.csi.k8s.io",
   };
 }
+
+/**
+ * Waits until no delivery is waiting or in flight. A receiver records an
+ * event before its answer reaches the forwarder, so the forwarder's counters
+ * lag the receiver's view by one round trip.
+ */
+export async function waitForIdle(forwarder: Forwarder, timeoutMs = 10_000): Promise<void> {
+  await waitFor(
+    () => forwarder.stats().destinations.every((d) => d.waiting === 0 && d.inFlight === 0),
+    "idle delivery queues",
+    timeoutMs,
+  );
+}

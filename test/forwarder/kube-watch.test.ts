@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeWatch } from "../../shared/forwarder/kube-watch.ts";
+import { waitFor } from "./helpers.ts";
 
 async function fakeApiServer(handler: (req: IncomingMessage, res: ServerResponse) => void) {
   const requests: string[] = [];
@@ -51,8 +52,8 @@ test("close() aborts a watch that is still waiting for response headers", async 
   const api = await fakeApiServer(() => undefined); // never answers
   const watch = new KubeWatch(api.kubeConfig, noHooks);
   const { done } = watchOnce(watch);
-  await new Promise((r) => setTimeout(r, 100));
-  assert.equal(api.requests.length, 1);
+  await waitFor(() => api.requests.length === 1, "the watch request");
+  await new Promise((r) => setTimeout(r, 50));
   watch.close();
   const err = (await done) as Error;
   assert.equal(err.name, "AbortError");

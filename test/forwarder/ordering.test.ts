@@ -9,7 +9,7 @@ import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { persistentVolumeClaims } from "../../shared/kube/resources.ts";
 import type { KubeObject } from "../../shared/kube/types.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
-import { keyOf, pvc, startReceiver, startTestForwarder, waitFor } from "./helpers.ts";
+import { keyOf, pvc, startReceiver, startTestForwarder, waitFor, waitForIdle } from "./helpers.ts";
 
 let sandbox: TestSandbox;
 let kube: KubeJsonClient;
@@ -71,6 +71,7 @@ test("changes of one object arrive in order and one at a time, within the concur
         names.every((name) => (lastSeq(name) as Record<string, string> | undefined)?.seq === String(UPDATES)),
       "every object's last state",
     );
+    await waitForIdle(forwarder);
 
     for (const name of names) {
       const delivered = receiver.delivered().filter((e) => e.ref.name === name);

@@ -16,6 +16,7 @@ import {
   startReceiver,
   startTestForwarder,
   waitFor,
+  waitForIdle,
 } from "./helpers.ts";
 
 let sandbox: TestSandbox;
@@ -57,6 +58,7 @@ test("503, 500 and a cut connection are retried with backoff, every attempt with
     await forwarder.ready;
     for (const name of failures.keys()) await kube.create(persistentVolumeClaims, pvc(name));
     await waitFor(() => receiver.delivered().length === 3, "three deliveries");
+    await waitForIdle(forwarder);
 
     const attempts = (name: string) => receiver.requests.filter((r) => r.event?.ref.name === name);
     assert.equal(attempts("five-oh-three").length, 4);
@@ -68,11 +70,11 @@ test("503, 500 and a cut connection are retried with backoff, every attempt with
       assert.equal(new Set(attempts(name).map((r) => r.body)).size, 1, `${name}: the same body`);
     }
     // Equal jitter: the n-th wait is at least half of baseMs * 2^(n-1): 20, 40, 80 ms.
+    // (Only lower bounds: a loaded machine stretches waits; growth is a unit test.)
     const waits = gaps(attempts("five-oh-three"));
     assert.ok(waits[0]! >= 18, `first wait ${waits[0]}`);
     assert.ok(waits[1]! >= 38, `second wait ${waits[1]}`);
     assert.ok(waits[2]! >= 78, `third wait ${waits[2]}`);
-    assert.ok(waits[2]! > waits[0]!, `backoff grows: ${waits.join(", ")}`);
 
     const [stats] = forwarder.stats().destinations;
     assert.equal(stats?.delivered, 3);
@@ -193,7 +195,8 @@ test("a destination that is down neither blocks another nor grows past its queue
   try {
     await forwarder.ready;
     for (let i = 0; i < 20; i++) await kube.create(persistentVolumeClaims, pvc(`claim-${i}`));
-    await waitFor(() => healthy.delivered().length === 20, "all 20 at the healthy receiver", 5_000);
+    await waitFor(() => healthy.delivered().length === 20, "all 20 at the healthy receiver");
+    await waitFor(() => forwarder.stats().destinations[1]?.delivered === 20, "the healthy one's count");
     const [down, up] = forwarder.stats().destinations;
     assert.equal(down?.inFlight, 2, "the down destination has its concurrency busy retrying");
     assert.equal(down?.waiting, 5, "and a full queue");

@@ -22,7 +22,14 @@ after(async () => {
 });
 
 test("close() flushes in-flight and queued deliveries, then nothing more is sent", async () => {
-  const receiver = await startReceiver(() => ({ delayMs: 100 }));
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const receiver = await startReceiver(async () => {
+    await gate;
+    return {};
+  });
   const forwarder = startTestForwarder({
     kubeConfig: sandbox.kubeConfig,
     routes: [{ url: receiver.url, kinds: ["PersistentVolumeClaim"] }],
@@ -33,7 +40,9 @@ test("close() flushes in-flight and queued deliveries, then nothing more is sent
     for (const name of ["one", "two", "three"]) await kube.create(persistentVolumeClaims, pvc(name));
     await waitFor(() => receiver.requests.length === 1, "the first delivery under way");
     await waitFor(() => forwarder.stats().destinations[0]?.waiting === 2, "two queued");
-    await forwarder.close();
+    const closing = forwarder.close();
+    setTimeout(release, 50);
+    await closing;
     assert.equal(receiver.delivered().length, 3, "all three delivered before close() resolved");
     assert.equal(forwarder.stats().destinations[0]?.delivered, 3);
     assert.equal(forwarder.stats().destinations[0]?.dropped, 0);
@@ -43,6 +52,7 @@ test("close() flushes in-flight and queued deliveries, then nothing more is sent
     assert.equal(receiver.requests.length, 3, "no watching after close()");
     await forwarder.close(); // idempotent
   } finally {
+    release();
     await forwarder.close();
     await receiver.close();
     await sandbox.admin.reset();
@@ -66,7 +76,7 @@ test("close() is bounded by the grace period when a destination is down, and cou
   const started = Date.now();
   await forwarder.close();
   const took = Date.now() - started;
-  assert.ok(took >= 250 && took < 2_000, `close() took ${took} ms with a 300 ms grace period`);
+  assert.ok(took >= 250 && took < 5_000, `close() took ${took} ms with a 300 ms grace period`);
   const [stats] = forwarder.stats().destinations;
   assert.equal(stats?.dropped, 2, "the in-flight and the queued change, counted as dropped");
   assert.equal(stats?.inFlight, 0);
