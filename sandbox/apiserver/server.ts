@@ -191,7 +191,8 @@ export class SandboxApiServer {
   readonly tokens = new TokenRegistry();
   readonly admission: WebhookAdmission;
   private readonly writes: AdmittedWrites;
-  private readonly watches = new Set<ServerResponse>();
+  /** Open watch streams and how to end each one (unsubscribe first, then end the response). */
+  private readonly watches = new Map<ServerResponse, () => void>();
   private serverAddress = "127.0.0.1:0";
   /** Objects every fresh (and reset) sandbox has, like the nodes of a cluster. */
   private baseline: object[] = [];
@@ -224,7 +225,8 @@ export class SandboxApiServer {
 
   /** Forget everything: objects, counters, faults, services, tokens. Open watches are closed. */
   reset(): void {
-    for (const w of this.watches) w.end();
+    // Stop every watch before the store changes under it: an ended stream must not be written to.
+    for (const end of [...this.watches.values()]) end();
     this.watches.clear();
     this.store.clear();
     this.counters.clear();
@@ -476,7 +478,9 @@ export class SandboxApiServer {
       "Transfer-Encoding": "chunked",
       "Cache-Control": "no-cache",
     });
-    this.watches.add(res);
+    // Headers go out now, as kube-apiserver sends them: a quiet watch is still a started watch.
+    res.flushHeaders();
+    this.watches.set(res, () => res.end());
     const write = (type: string, object: unknown): void => {
       const payload =
         table && type !== "ERROR" && type !== "BOOKMARK"
@@ -533,6 +537,10 @@ export class SandboxApiServer {
       if (bookmarkTimer) clearInterval(bookmarkTimer);
       this.watches.delete(res);
     };
+    this.watches.set(res, () => {
+      stop();
+      res.end();
+    });
     res.on("close", stop);
     req.on("close", stop);
   }
