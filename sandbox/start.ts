@@ -46,9 +46,10 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
 }
 
 /**
- * The one node of the sandbox cluster, as kubelet and the CSI
- * node-driver-registrar would leave it: a Ready Node labelled with the
- * driver's topology key, and a CSINode naming the driver's node id.
+ * The one node of the sandbox cluster, as kubelet, the CSI
+ * node-driver-registrar and the driver's deployment would leave it: a Ready
+ * Node labelled with the driver's topology key, the driver's CSIDriver
+ * object, and a CSINode naming the driver's node id.
  */
 export function clusterNodeObjects(config: { name: string; nodeId: string; topologyKey: string }): object[] {
   return [
@@ -61,6 +62,13 @@ export function clusterNodeObjects(config: { name: string; nodeId: string; topol
       },
       spec: {},
       status: { conditions: [{ type: "Ready", status: "True" }] },
+    },
+    {
+      // What the driver's deployment installs: attach is required (the external-attacher publishes).
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSIDriver",
+      metadata: { name: config.name },
+      spec: { attachRequired: true, podInfoOnMount: false, volumeLifecycleModes: ["Persistent"] },
     },
     {
       apiVersion: "storage.k8s.io/v1",

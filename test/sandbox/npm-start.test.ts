@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import { it } from "node:test";
 import { kubectl } from "../helpers/kubectl.ts";
 
-it("npm start brings up the sandbox, the binder and the provisioner, binds static and provisioned claims, and stops cleanly on SIGINT", async () => {
+it("npm start brings up the whole system, runs the demo to attached, binds static and provisioned claims, and stops cleanly on SIGINT", async () => {
   const dir = await mkdtemp(join(tmpdir(), "ksf-start-"));
   const child = spawn(process.execPath, ["sandbox/run-system.ts"], {
     env: { ...process.env, SANDBOX_DIR: dir, RESYNC_INTERVAL_SECONDS: "1" },
@@ -21,6 +21,7 @@ it("npm start brings up the sandbox, the binder and the provisioner, binds stati
     createInterface({ input: child.stdout! }).on("line", (line) => {
       output.push(line);
       if (line.startsWith("Ready.")) resolve();
+      if (line.includes("did not finish within a minute")) reject(new Error(output.join("\n")));
     });
   });
   await ready;
