@@ -154,3 +154,20 @@ export function findBestMatchForClaim(
   }
   return {};
 }
+
+/**
+ * Whether `volume` is what findBestMatchForClaim would return over any set of
+ * volumes: it is pre-bound to the claim (which wins within its access-mode
+ * group) and offers exactly the claim's modes (the first group searched, so
+ * no other group can win first). A provisioner's PV is such a volume, which
+ * spares the claim sync a list of every PV.
+ */
+export function winsWithoutSearch(
+  volume: PersistentVolume,
+  claim: PersistentVolumeClaim,
+  delayBinding: boolean,
+): boolean {
+  if (claimSelectorError(claim)) return false;
+  if (accessModesKey(volume.spec.accessModes) !== accessModesKey(claim.spec.accessModes)) return false;
+  return judgeVolumeForClaim(volume, claim, delayBinding).kind === "pre-bound";
+}

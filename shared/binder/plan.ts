@@ -20,7 +20,9 @@ export interface EventStep {
 
 export type PlanStep = WriteStep | EventStep;
 
-export type FollowUp = { kind: "claim"; namespace: string; name: string } | { kind: "volume"; name: string };
+export type FollowUp =
+  /** `candidate`: a volume already pointing at this claim, which may spare the claim sync a list of every volume. */
+  { kind: "claim"; namespace: string; name: string; candidate?: string } | { kind: "volume"; name: string };
 
 export interface SyncPlan {
   steps: PlanStep[];

@@ -95,7 +95,12 @@ function decideVolume(p: Planner, volume: PersistentVolume, view: VolumeSyncView
       return;
     }
     // The claim sync finishes the binding (a provisioner saved only the PV).
-    p.followUp({ kind: "claim", namespace: claim.metadata.namespace ?? "", name: claim.metadata.name });
+    p.followUp({
+      kind: "claim",
+      namespace: claim.metadata.namespace ?? "",
+      name: claim.metadata.name,
+      candidate: volume.metadata.name,
+    });
     p.decided(`claim ${claim.metadata.namespace}/${claim.metadata.name} is not bound yet; syncing it`);
     return;
   }

@@ -227,6 +227,36 @@ describe("binder controller over the sandbox", () => {
     await sandbox.admin.clearFaults();
   });
 
+  it("binds a provisioned volume announced by its PV event without listing every volume", async () => {
+    const claim = await kube.create(
+      persistentVolumeClaims,
+      pvc("fast-path", "1Gi", { storageClassName: "fast" }),
+    );
+    await kube.create(persistentVolumes, {
+      ...pv("pvc-fast", "1Gi", { storageClassName: "fast" }),
+      metadata: {
+        name: "pvc-fast",
+        annotations: { "pv.kubernetes.io/provisioned-by": "hostpath.csi.k8s.io" },
+      },
+      spec: {
+        ...pv("pvc-fast", "1Gi", { storageClassName: "fast" }).spec,
+        claimRef: {
+          kind: "PersistentVolumeClaim",
+          namespace: "default",
+          name: "fast-path",
+          uid: claim.metadata.uid,
+        },
+      },
+    });
+    await sandbox.admin.resetCounters();
+    await binder.handleEvent({ action: "add", kind: "PersistentVolume", apiVersion: "v1", name: "pvc-fast" });
+    const bound = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "fast-path", "default");
+    assert.equal(bound.status?.phase, "Bound");
+    assert.equal(bound.spec.volumeName, "pvc-fast");
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+  });
+
   it("explains a Pending claim with every volume's reason", async () => {
     await kube.create(persistentVolumes, pv("tiny", "1Mi"));
     await settleVolume("tiny");

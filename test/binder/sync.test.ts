@@ -2133,3 +2133,26 @@ describe("binder: the provisioner's intent finalizer", () => {
     assert.ok(world.claims.get("default/claim15-2")?.metadata.finalizers?.includes(intent));
   });
 });
+
+describe("binder: a provisioned volume wins without listing every volume", () => {
+  it("only an exact-modes volume pre-bound to the claim qualifies", async () => {
+    const { winsWithoutSearch } = await import("../../shared/binder/find-best-match.ts");
+    const claim = newClaim("c", "uid-c", "1Gi", "", Pending, classExternal);
+    const table: [string, ReturnType<typeof newVolume>, boolean][] = [
+      ["pre-bound, same modes", newVolume("v", "1Gi", "uid-c", "c", "", Delete, classExternal), true],
+      ["pre-bound by name only, same modes", newVolume("v", "1Gi", "", "c", "", Delete, classExternal), true],
+      [
+        "pre-bound, more modes than asked",
+        withAccessModes_v(
+          ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany"],
+          newVolume("v", "1Gi", "uid-c", "c", "", Delete, classExternal),
+        ),
+        false,
+      ],
+      ["bound to another claim", newVolume("v", "1Gi", "uid-x", "x", "", Delete, classExternal), false],
+      ["not bound to anything", newVolume("v", "1Gi", "", "", Available, Delete, classExternal), false],
+      ["pre-bound but too small", newVolume("v", "1Mi", "uid-c", "c", "", Delete, classExternal), false],
+    ];
+    for (const [name, v, want] of table) assert.equal(winsWithoutSearch(v, claim, false), want, name);
+  });
+});

@@ -116,7 +116,7 @@ export class BinderController {
       seen.add(key);
       const r =
         f.kind === "claim"
-          ? await this.syncClaimByKey(f.namespace, f.name)
+          ? await this.syncClaimByKey(f.namespace, f.name, f.candidate)
           : await this.syncVolumeByName(f.name);
       reports.push(strip(r));
       queue.push(...(r.followUps ?? []));
@@ -124,11 +124,16 @@ export class BinderController {
     return reports;
   }
 
-  async syncClaimByKey(namespace: string, name: string): Promise<SyncReport & { followUps?: FollowUp[] }> {
+  /** `candidate`: a PV known to point at the claim, which may make listing every PV unnecessary. */
+  async syncClaimByKey(
+    namespace: string,
+    name: string,
+    candidate?: string,
+  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
     return this.retryOnConflict(`claim ${namespace}/${name}`, async () => {
       const claim = await readClaim(this.kube, namespace, name);
       if (!claim) return { plan: undefined, outcome: "claim is gone" };
-      const view = await loadClaimView(this.kube, claim, rfc3339(this.now()));
+      const view = await loadClaimView(this.kube, claim, rfc3339(this.now()), candidate);
       return { plan: syncClaim(claim, view) };
     });
   }

@@ -6,6 +6,7 @@ import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes, pods, storageClasses } from "../../kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../../kube/types.ts";
 import { annBindCompleted } from "../constants.ts";
+import { winsWithoutSearch } from "../find-best-match.ts";
 import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
 import { claimClass, claimHasClass, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
@@ -32,17 +33,32 @@ export function readVolume(kube: KubeJsonClient, name: string): Promise<Persiste
   return getOptional(() => kube.get<PersistentVolume>(persistentVolumes, name));
 }
 
+/** The candidate alone when it is the certain winner; otherwise every PV (the search upstream does). */
+async function matchingVolumes(
+  kube: KubeJsonClient,
+  claim: PersistentVolumeClaim,
+  candidate: string | undefined,
+): Promise<PersistentVolume[]> {
+  if (candidate) {
+    const v = await readVolume(kube, candidate);
+    // Delay binding never skips a pre-bound volume, so the answer does not depend on the class here.
+    if (v && winsWithoutSearch(v, claim, false)) return [v];
+  }
+  return (await kube.list<PersistentVolume>(persistentVolumes)).items;
+}
+
 export async function loadClaimView(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
   now: string,
+  candidate?: string,
 ): Promise<ClaimSyncView> {
   const volumeName = claim.spec.volumeName ?? "";
   const matching = !hasAnnotation(claim, annBindCompleted) && volumeName === "";
   const className = claimClass(claim);
 
   const volumesRead: Promise<PersistentVolume[]> = matching
-    ? kube.list<PersistentVolume>(persistentVolumes).then((l) => l.items)
+    ? matchingVolumes(kube, claim, candidate)
     : volumeName
       ? readVolume(kube, volumeName).then((v) => (v ? [v] : []))
       : Promise.resolve([]);
