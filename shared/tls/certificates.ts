@@ -9,7 +9,7 @@
 // JavaScript one takes seconds for 2048 bits; forge then builds and signs the
 // X.509 structures, which Node's crypto cannot do.
 
-import { generateKeyPairSync, randomBytes, X509Certificate } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { isIP } from "node:net";
 import forge from "node-forge";
 
@@ -168,41 +168,12 @@ export function generateCertificates(request: CertificateRequest): GeneratedCert
   };
 }
 
-/** The first certificate of a PEM (a chain's leaf); throws on anything else. */
-export function parseCertificate(pem: string | Buffer): X509Certificate {
-  return new X509Certificate(pem);
-}
-
-/** When the (first) certificate in `pem` stops being valid. */
-export function certificateExpiry(pem: string | Buffer): Date {
-  return parseCertificate(pem).validToDate;
-}
-
-export interface RenewalOptions {
-  /** Renew this many days before expiry. */
-  before: number;
-  now?: Date;
-}
-
-/**
- * True when the certificate expires within `before` days, is not valid yet,
- * or cannot be parsed at all: every case in which a fresh one should be made.
- */
-export function needsRenewal(pem: string | Buffer, options: RenewalOptions): boolean {
-  const now = (options.now ?? new Date()).getTime();
-  let x509: X509Certificate;
-  try {
-    x509 = parseCertificate(pem);
-  } catch {
-    return true;
-  }
-  if (x509.validFromDate.getTime() > now) return true;
-  return x509.validToDate.getTime() - now <= options.before * DAY_MS;
-}
-
-/** Every certificate in a PEM bundle (a caBundle may hold several CAs during a rotation). */
-export function splitPemBundle(pem: string): string[] {
-  return (
-    pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g)?.map((b) => `${b}\n`) ?? []
-  );
-}
+// Reading certificates needs only node:crypto; it lives in ./x509.ts so the
+// serving path (./serving.ts) does not load node-forge. Re-exported here.
+export {
+  certificateExpiry,
+  needsRenewal,
+  parseCertificate,
+  type RenewalOptions,
+  splitPemBundle,
+} from "./x509.ts";

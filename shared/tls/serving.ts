@@ -16,7 +16,7 @@ import { createSecureContext, type SecureContextOptions } from "node:tls";
 import type { ResourceDescriptor } from "../kube/resources.ts";
 import { secrets } from "../kube/resources.ts";
 import type { KubeObject } from "../kube/types.ts";
-import { certificateExpiry } from "./certificates.ts";
+import { certificateExpiry } from "./x509.ts";
 
 /** What loading a Secret needs of a client; KubeJsonClient fits. */
 export interface SecretReader {
