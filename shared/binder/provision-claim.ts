@@ -1,6 +1,7 @@
 // provisionClaim: hand a claim with a class to that class's provisioner. The
 // controller has no in-tree plugins, so every provisioner outside
 // kubernetes.io/ is external: annotate the claim and say so with an Event.
+import { progressEventsDue } from "../kube/progress-events.ts";
 import type { PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
 import { annBetaStorageProvisioner, annStorageProvisioner, message, reason } from "./constants.ts";
 import type { Planner } from "./plan.ts";
@@ -39,6 +40,9 @@ export function provisionClaim(
     };
     p.write({ op: "update-claim", claim: annotated });
   }
-  p.event(annotated, "Normal", reason.externalProvisioning, message.externalProvisioning(provisioner));
+  // Only a claim that has waited a while is told what it waits for (see shared/kube/progress-events.ts).
+  if (progressEventsDue(claim.metadata.creationTimestamp, new Date(p.now))) {
+    p.event(annotated, "Normal", reason.externalProvisioning, message.externalProvisioning(provisioner));
+  }
   p.decided(`waiting for external provisioner ${provisioner}`);
 }

@@ -150,8 +150,20 @@ describe("binder controller over the sandbox", () => {
       },
     ]);
     await kube.create(persistentVolumeClaims, pvc("dyn", "1Gi", { storageClassName: "fast" }));
+    // A young claim is handed over without a progress Event ...
     await binder.syncClaimByKey("default", "dyn");
-    await binder.syncClaimByKey("default", "dyn");
+    assert.equal((await kube.list<KubeEvent>(events, { namespace: "default" })).items.length, 0);
+    // ... one that has waited a minute hears what it waits for, on every sync (as upstream).
+    const later = new BinderController({
+      kube,
+      events: new EventRecorder(kube, {
+        component: "persistentvolume-controller",
+        logger: { warn: () => undefined },
+      }),
+      now: () => new Date(Date.now() + 60_000),
+    });
+    await later.syncClaimByKey("default", "dyn");
+    await later.syncClaimByKey("default", "dyn");
     const claim = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "dyn", "default");
     assert.equal(
       claim.metadata.annotations?.["volume.kubernetes.io/storage-provisioner"],

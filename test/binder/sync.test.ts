@@ -2156,3 +2156,63 @@ describe("binder: a provisioned volume wins without listing every volume", () =>
     for (const [name, v, want] of table) assert.equal(winsWithoutSearch(v, claim, false), want, name);
   });
 });
+
+describe("binder: progress Events wait for claims that wait", () => {
+  it("a claim created seconds ago is handed over without ExternalProvisioning; one a minute old gets it", () => {
+    const young = {
+      ...newClaim("young", "uid-y", "1Gi", "", Pending, classExternal),
+      metadata: {
+        name: "young",
+        namespace: "default",
+        uid: "uid-y",
+        creationTimestamp: "2025-12-31T23:59:55Z",
+      },
+    };
+    const old = {
+      ...young,
+      metadata: { ...young.metadata, name: "old", uid: "uid-o", creationTimestamp: "2025-12-31T23:59:00Z" },
+    };
+    const w1 = runSyncCase({
+      name: "young",
+      initialVolumes: [],
+      expectedVolumes: [],
+      initialClaims: [young],
+      expectedClaims: [
+        {
+          ...young,
+          metadata: {
+            ...young.metadata,
+            annotations: {
+              [annStorageProvisioner]: mockProvisioner,
+              [annBetaStorageProvisioner]: mockProvisioner,
+            },
+          },
+        },
+      ],
+      expectedEvents: [],
+      test: "claim",
+    });
+    assert.deepEqual(w1.events, []);
+    const w2 = runSyncCase({
+      name: "old",
+      initialVolumes: [],
+      expectedVolumes: [],
+      initialClaims: [old],
+      expectedClaims: [
+        {
+          ...old,
+          metadata: {
+            ...old.metadata,
+            annotations: {
+              [annStorageProvisioner]: mockProvisioner,
+              [annBetaStorageProvisioner]: mockProvisioner,
+            },
+          },
+        },
+      ],
+      expectedEvents: ["Normal ExternalProvisioning"],
+      test: "claim",
+    });
+    assert.deepEqual(w2.events, ["Normal ExternalProvisioning"]);
+  });
+});

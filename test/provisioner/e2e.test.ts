@@ -113,7 +113,8 @@ describe("provisioning over the sandbox", () => {
     const reasons = (await system.kube.list<KubeEvent>(events, { namespace: "default" })).items
       .map((e) => e.reason)
       .sort();
-    assert.deepEqual(reasons, ["ExternalProvisioning", "Provisioning", "ProvisioningSucceeded"]);
+    // Provisioned within seconds: only the outcome is an Event (progress Events wait for slow claims).
+    assert.deepEqual(reasons, ["ProvisioningSucceeded"]);
   });
 
   it("deleting the claim releases the PV, deletes the backing volume, then the PV", async () => {

@@ -122,12 +122,16 @@ describe("provisioner function as a process", () => {
     const first = await startFunctionProcess("provisioner", env);
     const c = await handedOver("killed");
     await sandbox.csi.setFaults({ latencyMs: 400, methods: ["CreateVolume"] });
+    await sandbox.csi.resetStats();
     const inFlight = fetch(`${first.url}/`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ type: "ADDED", object: c }),
     }).catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 150));
+    // Kill once the driver has the call (it is then sleeping its injected latency), however slow the machine is.
+    for (let i = 0; i < 200 && !((await sandbox.csi.stats()).calls.CreateVolume ?? 0); i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
     first.child.kill("SIGKILL");
     await inFlight;
     await first.stop();

@@ -12,6 +12,7 @@ import { isAlreadyExists, isConflict, isNotFound } from "../../kube/api-errors.t
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
+import { progressEventsDue } from "../../kube/progress-events.ts";
 import {
   persistentVolumeClaims,
   persistentVolumes,
@@ -214,12 +215,16 @@ export class ProvisionerController {
   ): Promise<ProvisionerReport> {
     const started = performance.now();
     const labels = { class: storageClass.metadata.name, source: dataSourceKind(claim) };
-    await this.events.event(
-      claim,
-      "Normal",
-      reason.provisioning,
-      message.provisioning(`${claim.metadata.namespace}/${claim.metadata.name}`),
-    );
+    // A retry or a slow claim is told it is being provisioned; a fast first attempt only hears the outcome.
+    const retrying = claim.metadata.annotations?.[annProvisioningFailures] !== undefined;
+    if (retrying || progressEventsDue(claim.metadata.creationTimestamp, this.now())) {
+      await this.events.event(
+        claim,
+        "Normal",
+        reason.provisioning,
+        message.provisioning(`${claim.metadata.namespace}/${claim.metadata.name}`),
+      );
+    }
     const capabilities = await this.csi.capabilities();
     const built = await loadCreateVolumeRequest(this.kube, {
       claim,
