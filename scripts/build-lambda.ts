@@ -6,15 +6,17 @@
 // a bundle of just the reachable code keeps the zip small and the cold start
 // short. esbuild strips the types the way Node does (erasable syntax only).
 // Files the code opens at run time next to itself (csi.proto, found through
-// import.meta.url) are copied beside the bundle.
+// import.meta.url) are copied beside the bundle. bundleFunctions is the
+// bundler itself; scripts/build-functions.ts uses it for the container
+// entries (functions/<name>/main.ts).
 //
 //   npm run build:lambda [-- --out DIR] [NAME ...]
 
-import { copyFile, mkdir, rm } from "node:fs/promises";
+import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { build } from "esbuild";
+import { build, type Metafile } from "esbuild";
 import { FUNCTION_NAMES, isFunctionName } from "../functions/serve.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -25,17 +27,34 @@ const ASSETS: readonly { module: string; asset: string }[] = [
   { module: "shared/csi/proto.ts", asset: "shared/csi/csi.proto" },
 ];
 
+/** Which module of functions/<name>/ a bundle starts from: `lambda.ts` (exports `handler`) or `main.ts` (serves). */
+export type FunctionEntry = "lambda" | "main";
+
 export interface BuiltLambda {
   name: string;
   /** Absolute path of the bundle. */
   file: string;
   assets: string[];
+  /** esbuild's metafile: every input and its size in the bundle (what startup has to parse). */
+  metafile: Metafile;
 }
 
-export async function buildLambdas(
-  options: { outDir?: string; names?: readonly string[] } = {},
-): Promise<BuiltLambda[]> {
-  const outDir = resolve(options.outDir ?? DEFAULT_OUT_DIR);
+export interface BundleOptions {
+  /** Where `<name>/index.mjs` go. */
+  outDir: string;
+  entry: FunctionEntry;
+  names?: readonly string[];
+  /** Also write `<name>/meta.json` (esbuild's metafile) beside each bundle. Default false. */
+  writeMetafile?: boolean;
+}
+
+/**
+ * One self-contained ES module per function, `<outDir>/<name>/index.mjs`,
+ * from `functions/<name>/<entry>.ts`, with the runtime assets it opens
+ * beside it. Shared by `npm run build:lambda` and `npm run build:functions`.
+ */
+export async function bundleFunctions(options: BundleOptions): Promise<BuiltLambda[]> {
+  const outDir = resolve(options.outDir);
   const names = options.names ?? FUNCTION_NAMES;
   const built: BuiltLambda[] = [];
   for (const name of names) {
@@ -46,7 +65,7 @@ export async function buildLambdas(
     await mkdir(dir, { recursive: true });
     const file = join(dir, "index.mjs");
     const result = await build({
-      entryPoints: [join(REPO, "functions", name, "lambda.ts")],
+      entryPoints: [join(REPO, "functions", name, `${options.entry}.ts`)],
       outfile: file,
       bundle: true,
       platform: "node",
@@ -68,9 +87,21 @@ export async function buildLambdas(
       await copyFile(join(REPO, asset), target);
       assets.push(target);
     }
-    built.push({ name, file, assets });
+    if (options.writeMetafile) await writeFile(join(dir, "meta.json"), JSON.stringify(result.metafile));
+    built.push({ name, file, assets, metafile: result.metafile });
   }
   return built;
+}
+
+/** The Lambda bundles: `functions/<name>/lambda.ts` into `dist/lambda/<name>/index.mjs`. */
+export async function buildLambdas(
+  options: { outDir?: string; names?: readonly string[] } = {},
+): Promise<BuiltLambda[]> {
+  return bundleFunctions({
+    outDir: options.outDir ?? DEFAULT_OUT_DIR,
+    entry: "lambda",
+    ...(options.names ? { names: options.names } : {}),
+  });
 }
 
 if (import.meta.main) {

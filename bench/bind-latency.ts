@@ -1,0 +1,127 @@
+// Figure 5: bind latency as the number of PersistentVolumes grows. For each
+// size N, a fresh system (the binder as its own process fed by the watch
+// forwarder, bench/system.ts) over a sandbox seeded with N static PVs of the
+// claim's class that do not match it (1Gi, the claim asks 5Gi); then, per
+// run, one matching 10Gi PV is added and one claim created, and the time from
+// the create call until the API server stores the claim Bound is taken.
+// The forwarder starts without replaying the N volumes (replayExisting
+// false): the figure is a new claim in a settled cluster, not the start-up
+// resync of N volumes.
+
+import { persistentVolumeClaims, persistentVolumes } from "../shared/kube/resources.ts";
+import type { KubeObject } from "../shared/kube/types.ts";
+import { claim, median, progress, round, sleep, type Target, trackBoundClaims } from "./support.ts";
+import { startSystem } from "./system.ts";
+
+export const BIND_GROWTH_TARGET = 2;
+const CLASS = "static";
+
+export interface BindLatencyOptions {
+  /** PV counts. Default [100, 1000, 10000]. */
+  sizes?: readonly number[];
+  /** Claims bound per size (median reported). Default 5. */
+  runs?: number;
+  timeoutMs?: number;
+}
+
+export interface BindLatencyResult {
+  unit: "ms";
+  measured: string;
+  runs: number;
+  /** Existing PV count -> median ms from claim create to Bound. */
+  medianMs: Record<string, number>;
+  runsMs: Record<string, number[]>;
+  /** Largest size's median over the smallest's. */
+  growth: Target;
+}
+
+function volume(name: string, storage: string): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name },
+    spec: {
+      capacity: { storage },
+      accessModes: ["ReadWriteOnce"],
+      persistentVolumeReclaimPolicy: "Retain",
+      storageClassName: CLASS,
+      volumeMode: "Filesystem",
+      csi: { driver: "static.example.com", volumeHandle: name },
+    },
+    status: { phase: "Available" },
+  };
+}
+
+const staticClass: KubeObject = {
+  apiVersion: "storage.k8s.io/v1",
+  kind: "StorageClass",
+  metadata: { name: CLASS },
+  provisioner: "kubernetes.io/no-provisioner",
+  reclaimPolicy: "Retain",
+  volumeBindingMode: "Immediate",
+};
+
+async function bindAt(size: number, runs: number, timeoutMs: number): Promise<number[]> {
+  const system = await startSystem({
+    controllers: ["binder"],
+    admission: false,
+    replayExisting: false,
+    before: (bs) => {
+      const registry = bs.sandbox.apiServer.registry;
+      registry.seed(staticClass);
+      for (let i = 0; i < size; i++) registry.seed(volume(`static-${String(i).padStart(6, "0")}`, "1Gi"));
+    },
+  });
+  const { sandbox } = system.bs;
+  const tracker = trackBoundClaims(sandbox);
+  const times: number[] = [];
+  try {
+    for (let r = 0; r < runs; r++) {
+      // Through the API, so the binder hears of the volume the way it would in a cluster.
+      await system.kube.create(persistentVolumes, volume(`match-${r}`, "10Gi"));
+      await sleep(50);
+      const name = `bind-${r}`;
+      const t0 = performance.now();
+      await system.kube.create(
+        persistentVolumeClaims,
+        claim(name, { storageClassName: CLASS, storage: "5Gi" }),
+      );
+      await tracker.waitFor([name], timeoutMs);
+      times.push(round((tracker.boundAt.get(name) ?? Number.NaN) - t0, 1));
+    }
+  } finally {
+    tracker.close();
+    await system.close();
+  }
+  return times;
+}
+
+export async function runBindLatency(options: BindLatencyOptions = {}): Promise<BindLatencyResult> {
+  const sizes = (options.sizes ?? [100, 1000, 10_000]).map((s) => Math.max(0, Math.min(s, 100_000)));
+  const runs = Math.max(1, Math.min(options.runs ?? 5, 50));
+  const timeoutMs = Math.max(1000, Math.min(options.timeoutMs ?? 60_000, 600_000));
+  const medianMs: Record<string, number> = {};
+  const runsMs: Record<string, number[]> = {};
+  for (const size of sizes) {
+    progress(`bind latency: ${size} existing PVs, ${runs} claims`);
+    const times = await bindAt(size, runs, timeoutMs);
+    runsMs[size] = times;
+    medianMs[size] = round(median(times), 1);
+    progress(`bind latency: ${size} PVs: median ${medianMs[size]} ms (${times.join(", ")})`);
+  }
+  const first = medianMs[sizes[0] ?? 0] ?? Number.NaN;
+  const last = medianMs[sizes[sizes.length - 1] ?? 0] ?? Number.NaN;
+  const growth = round(last / first, 2);
+  return {
+    unit: "ms",
+    measured: "claim create -> stored Bound, with N non-matching static PVs of its class and one matching",
+    runs,
+    medianMs,
+    runsMs,
+    growth: {
+      value: growth,
+      target: `<= ${BIND_GROWTH_TARGET}x (${sizes[sizes.length - 1]} PVs over ${sizes[0]})`,
+      met: Number.isFinite(growth) && growth <= BIND_GROWTH_TARGET,
+    },
+  };
+}

@@ -1,0 +1,184 @@
+// Figures 3, 4 and 6: provisioning throughput, API writes per provisioned and
+// bound claim, and peak RSS of each function process, from one run: N claims
+// (no class: the default class, the sandbox driver, Immediate) created at
+// once against the system shape of `npm start` (bench/system.ts), time until
+// the API server has stored every one Bound.
+//
+// Writes come from the sandbox API server's counters (requests per verb and
+// resource), reset once the system is up; the bench's own N claim creates
+// are taken out. Object writes and Event writes are counted apart, and after
+// the last Bound the run waits for the counters to go quiet so that trailing
+// writes (finalizer removal, Events) are counted too.
+import { persistentVolumeClaims } from "../shared/kube/resources.ts";
+import {
+  atLeast,
+  atMost,
+  claim,
+  counters,
+  progress,
+  round,
+  sleep,
+  storageClass,
+  type Target,
+  trackBoundClaims,
+} from "./support.ts";
+import { startSystem } from "./system.ts";
+
+export const THROUGHPUT_TARGET_PER_SECOND = 100;
+export const OBJECT_WRITES_TARGET = 4;
+export const EVENT_WRITES_TARGET = 1;
+export const PEAK_RSS_TARGET_MIB = 128;
+
+export interface ProvisioningOptions {
+  /** Claims created at once. Default 1000. */
+  claims?: number;
+  /** Admission webhooks registered (HTTPS) or not. */
+  admission: boolean;
+  /** Give up waiting for Bound after this long. Default 120 s. */
+  timeoutMs?: number;
+}
+
+export interface WriteFigures {
+  /** Object writes (create/update/patch/delete of anything but Events) per claim. */
+  objectWritesPerClaim: Target;
+  eventWritesPerClaim: Target;
+  /** Every write verb/resource, per claim (e.g. "update persistentvolumeclaims": 1). */
+  writesPerClaimByVerb: Record<string, number>;
+  /** Reads and watches, per claim, for context. */
+  readsPerClaimByVerb: Record<string, number>;
+}
+
+export interface ProvisioningResult {
+  admission: boolean;
+  claims: number;
+  bound: number;
+  createSeconds: number;
+  secondsUntilAllBound: number;
+  throughput: Target;
+  writes: WriteFigures;
+  peakRssMiB: Record<string, Target>;
+  forwarder: { delivered: number; retried: number; failed: number; dropped: number; coalesced: number };
+  webhookFailuresIgnored: number;
+}
+
+const WRITE_VERBS = ["create", "update", "patch", "delete", "deletecollection"];
+
+function writeFigures(raw: Record<string, number>, claims: number, ownCreates: number): WriteFigures {
+  const writes: Record<string, number> = {};
+  const reads: Record<string, number> = {};
+  let objects = 0;
+  let events = 0;
+  for (const [key, count] of Object.entries(raw).sort()) {
+    const [verb = "", resource = ""] = key.split(" ");
+    const n = key === "create persistentvolumeclaims" ? count - ownCreates : count;
+    if (n <= 0) continue;
+    if (!WRITE_VERBS.includes(verb) || resource === "tokenreviews") {
+      reads[key] = round(n / claims, 2);
+      continue;
+    }
+    writes[key] = round(n / claims, 2);
+    if (resource === "events") events += n;
+    else objects += n;
+  }
+  return {
+    objectWritesPerClaim: atMost(round(objects / claims, 2), OBJECT_WRITES_TARGET),
+    eventWritesPerClaim: atMost(round(events / claims, 2), EVENT_WRITES_TARGET),
+    writesPerClaimByVerb: writes,
+    readsPerClaimByVerb: reads,
+  };
+}
+
+/** Webhook calls the sandbox gave up on under failurePolicy Ignore (it keeps the last 100). */
+async function ignoredWebhookFailures(apiServerUrl: string): Promise<number> {
+  const res = await fetch(`${apiServerUrl}/_sandbox/admission`);
+  const body = (await res.json()) as { ignoredFailures?: unknown[] };
+  return body.ignoredFailures?.length ?? 0;
+}
+
+/** Waits until the counters stop moving for `quietMs` (at most `maxMs`). */
+async function quiet(read: () => Record<string, number>, quietMs: number, maxMs: number): Promise<void> {
+  const deadline = performance.now() + maxMs;
+  let last = JSON.stringify(read());
+  let since = performance.now();
+  while (performance.now() < deadline) {
+    await sleep(100);
+    const now = JSON.stringify(read());
+    if (now !== last) {
+      last = now;
+      since = performance.now();
+    } else if (performance.now() - since >= quietMs) return;
+  }
+}
+
+export async function runProvisioning(options: ProvisioningOptions): Promise<ProvisioningResult> {
+  const n = Math.max(1, Math.min(options.claims ?? 1000, 100_000));
+  const timeoutMs = Math.max(1000, Math.min(options.timeoutMs ?? 120_000, 600_000));
+  const label = options.admission ? "with admission" : "without admission";
+  progress(`provisioning ${label}: starting the system`);
+  const system = await startSystem({
+    controllers: ["binder", "provisioner"],
+    admission: options.admission,
+    before: (bs) => void bs.sandbox.apiServer.registry.seed(storageClass("standard")),
+  });
+  const { sandbox } = system.bs;
+  const tracker = trackBoundClaims(sandbox);
+  try {
+    sandbox.apiServer.counters.clear();
+    const names = Array.from({ length: n }, (_, i) => `claim-${String(i).padStart(5, "0")}`);
+    progress(`provisioning ${label}: creating ${n} claims at once`);
+    const t0 = performance.now();
+    const created = await Promise.allSettled(
+      names.map((name) => system.kube.create(persistentVolumeClaims, claim(name))),
+    );
+    const createSeconds = (performance.now() - t0) / 1000;
+    const failed = created.filter((c) => c.status === "rejected");
+    if (failed.length > 0) {
+      const first = failed[0] as PromiseRejectedResult;
+      throw new Error(`${failed.length} of ${n} claim creates failed, e.g. ${String(first.reason)}`);
+    }
+    let timedOut = false;
+    await tracker.waitFor(names, timeoutMs).catch((err: unknown) => {
+      timedOut = true;
+      progress(`provisioning ${label}: ${err instanceof Error ? err.message : String(err)}`);
+    });
+    const lastBound = Math.max(...names.map((name) => tracker.boundAt.get(name) ?? Number.NaN));
+    const bound = names.filter((name) => tracker.boundAt.has(name)).length;
+    const seconds = timedOut ? Number.NaN : (lastBound - t0) / 1000;
+    const perSecond = timedOut ? Number.NaN : round(n / seconds, 1);
+    progress(
+      `provisioning ${label}: ${bound}/${n} Bound in ${round(seconds, 2)} s (${perSecond}/s); settling`,
+    );
+    await quiet(() => counters(sandbox), 1000, 15_000);
+    const writes = writeFigures(counters(sandbox), n, n);
+    const rss = system.peakRss();
+    const stats = system.forwarder.stats();
+    const sum = (k: "delivered" | "retried" | "failed" | "dropped" | "coalesced"): number =>
+      stats.destinations.reduce((a, d) => a + d[k], 0);
+    progress(
+      `provisioning ${label}: ${writes.objectWritesPerClaim.value} object writes + ${writes.eventWritesPerClaim.value} Events per claim; RSS ${JSON.stringify(rss)}`,
+    );
+    return {
+      admission: options.admission,
+      claims: n,
+      bound,
+      createSeconds: round(createSeconds, 2),
+      secondsUntilAllBound: round(seconds, 2),
+      throughput: { ...atLeast(perSecond, THROUGHPUT_TARGET_PER_SECOND, "PVC/s") },
+      writes,
+      peakRssMiB: Object.fromEntries(
+        Object.entries(rss).map(([name, mib]) => [name, atMost(mib, PEAK_RSS_TARGET_MIB, "MiB")]),
+      ),
+      forwarder: {
+        delivered: sum("delivered"),
+        retried: sum("retried"),
+        failed: sum("failed"),
+        dropped: sum("dropped"),
+        coalesced: sum("coalesced"),
+      },
+      webhookFailuresIgnored: await ignoredWebhookFailures(sandbox.apiServer.url),
+    };
+  } finally {
+    tracker.close();
+    await system.close();
+  }
+}

@@ -1,0 +1,46 @@
+// `npm run build:functions`: one self-contained ES module per function for
+// the container / process entry, dist/functions/<name>/index.mjs, bundled
+// from functions/<name>/main.ts by the same bundler as the Lambda handlers
+// (scripts/build-lambda.ts bundleFunctions), csi.proto copied beside it and
+// esbuild's metafile as meta.json. Run a bundle as
+// `node dist/functions/<name>/index.mjs` (same environment as `npm run serve`).
+//
+// Why: loading the TypeScript sources unbundled costs about a second per cold
+// start (thousands of files resolved and read, most of them client-node's);
+// one file of just the reachable code loads several times faster, and Node's
+// compile cache (NODE_COMPILE_CACHE) shortens it further (bench/cold-start.ts).
+//
+//   npm run build:functions [-- --out DIR] [NAME ...]
+
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { type BuiltLambda, bundleFunctions } from "./build-lambda.ts";
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+export const DEFAULT_FUNCTIONS_OUT_DIR = join(REPO, "dist", "functions");
+
+/** Bundles functions/<name>/main.ts for each name (default: every function). */
+export function buildFunctions(
+  options: { outDir?: string; names?: readonly string[] } = {},
+): Promise<BuiltLambda[]> {
+  return bundleFunctions({
+    outDir: options.outDir ?? DEFAULT_FUNCTIONS_OUT_DIR,
+    entry: "main",
+    writeMetafile: true,
+    ...(options.names ? { names: options.names } : {}),
+  });
+}
+
+if (import.meta.main) {
+  const { values, positionals } = parseArgs({
+    options: { out: { type: "string" } },
+    allowPositionals: true,
+  });
+  const built = await buildFunctions({
+    ...(values.out ? { outDir: values.out } : {}),
+    ...(positionals.length > 0 ? { names: positionals } : {}),
+  });
+  for (const b of built)
+    process.stdout.write(`${JSON.stringify({ built: b.name, file: relative(REPO, b.file) })}\n`);
+}
