@@ -40,6 +40,8 @@ export interface NodeReconcileInput {
 
 export type AttachDetachStep =
   | { op: "acquire-lock"; volume: PersistentVolume }
+  /** The lock is already this node's: a conditional write of the PV as read fences the create (409 if it moved). */
+  | { op: "confirm-lock"; volume: PersistentVolume }
   | { op: "release-lock"; volume: PersistentVolume }
   | { op: "create-attachment"; attachment: VolumeAttachment }
   | { op: "delete-attachment"; attachment: VolumeAttachment }
@@ -198,7 +200,7 @@ export function reconcileNode(input: NodeReconcileInput): NodePlan {
         summary.push(`multi-attach refused for ${pvName}`);
         continue;
       }
-      if (lock === undefined) steps.push({ op: "acquire-lock", volume: want.volume });
+      steps.push({ op: lock === undefined ? "acquire-lock" : "confirm-lock", volume: want.volume });
     }
     steps.push({
       op: "create-attachment",

@@ -2,6 +2,8 @@
 // spec it carries (CSI migration of inline volumes), exactly one of them, and
 // its CSI source. Error texts are upstream's (csi_handler.go csiAttach /
 // csiDetach / getProcessedPVSpec), since they end up in VA status.
+import { annAttachLock } from "../attach-detach/constants.ts";
+import { isMultiAttachAllowed } from "../attach-detach/reconcile-node.ts";
 import type {
   CSIPersistentVolumeSource,
   PersistentVolume,
@@ -27,6 +29,8 @@ export const sourceErrors = {
   notCsi: "pv spec contained non-csi source that was not migrated",
   pvNotFound: (name: string) => `persistentvolume "${name}" not found`,
   pvDeleting: (name: string) => `PersistentVolume "${name}" is marked for deletion`,
+  reservedElsewhere: (name: string, node: string) =>
+    `PersistentVolume "${name}" is reserved for node "${node}" by the attach/detach controller (single-node access mode)`,
 } as const;
 
 /** The PV name the attachment references, if it references one. */
@@ -61,6 +65,11 @@ export function resolveSource(
     if (options.forAttach && pv.metadata.deletionTimestamp)
       return { ok: false, error: sourceErrors.pvDeleting(pv.metadata.name) };
     if (!pv.spec.csi) return { ok: false, error: sourceErrors.notCsi };
+    // The fence behind the attach/detach controller's lock: a single-node volume reserved for another
+    // node is never published here, even if a stale reconcile created this attachment.
+    const reservedFor = pv.metadata.annotations?.[annAttachLock];
+    if (options.forAttach && reservedFor && reservedFor !== va.spec.nodeName && !isMultiAttachAllowed(pv))
+      return { ok: false, error: sourceErrors.reservedElsewhere(pv.metadata.name, reservedFor) };
     return { ok: true, spec: pv.spec, csi: pv.spec.csi, pv };
   }
   // Observed: an inline spec (a migrated in-line volume); it must carry a CSI source.

@@ -19,8 +19,8 @@ export type ClaimDecision =
   | { action: "add-intent" }
   /** CreateVolume, then create the PV that records it. */
   | { action: "provision" }
-  /** A PV records the volume and the claim is settled: drop our finalizer. */
-  | { action: "release-intent"; reason: string }
+  /** A PV records the volume and the claim is settled: drop our finalizer (saying `warning`, if any, on the claim). */
+  | { action: "release-intent"; reason: string; warning?: string }
   /** The claim no longer needs the volume it may have: make sure none is left behind, then drop the finalizer. */
   | { action: "cleanup"; reason: string }
   /** The last failure asked for a pause; try again after `until`. */
@@ -74,8 +74,15 @@ export function decideClaim(claim: PersistentVolumeClaim, ctx: ClaimContext): Cl
   const pv = ctx.existingVolume;
   const pvRecordsClaim = pv?.spec.claimRef?.uid === claim.metadata.uid && claim.metadata.uid !== undefined;
 
-  if (pv && !pvRecordsClaim && !intent) {
-    return { action: "ignore", reason: `volume ${pv.metadata.name} exists and belongs to another claim` };
+  if (pv && !pvRecordsClaim) {
+    // Observed: the volume name is taken by another claim's PV (truncated uids, or a hand-made PV).
+    // CreateVolume by that name would return *that* claim's volume: never provision or clean up with it.
+    // Whatever the driver holds under the name is recorded by that PV, so no volume of ours can leak.
+    const taken = `volume name ${pv.metadata.name} is taken by a PersistentVolume of another claim`;
+    if (intent) return { action: "release-intent", reason: taken, warning: taken };
+    return whyNotProvision(claim, ctx)
+      ? { action: "ignore", reason: taken }
+      : { action: "fail", message: taken };
   }
   if (pvRecordsClaim) {
     // Observed: a PV records the volume. The binder drops our finalizer when it binds; we drop it

@@ -121,6 +121,7 @@ function input(partial: Partial<NodeReconcileInput>): NodeReconcileInput {
 function describeStep(s: AttachDetachStep): string {
   switch (s.op) {
     case "acquire-lock":
+    case "confirm-lock":
     case "release-lock":
       return `${s.op} ${s.volume.metadata.name}`;
     case "create-attachment":
@@ -217,7 +218,7 @@ describe("attach/detach: reconcile", () => {
     {
       name: "attach with the lock already ours (a retry after a crash)",
       in: { ...base, volumes: [pv("pv1", "c", { lock: "node-a" })] },
-      want: ["create-attachment pv1@node-a"],
+      want: ["confirm-lock pv1", "create-attachment pv1@node-a"],
     },
     {
       name: "a multi-node volume needs no lock",

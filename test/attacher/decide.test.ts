@@ -795,3 +795,27 @@ describe("ListVolumes reconcile", () => {
     );
   });
 });
+
+describe("attacher: the attach/detach lock fences single-node volumes", () => {
+  const lockKey = "attachdetach.kube-storage-functions.io/node";
+  const pvWith = (modes: string[], lock?: string): PersistentVolume => ({
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name: "pv1", ...(lock ? { annotations: { [lockKey]: lock } } : {}) },
+    spec: { accessModes: modes, csi: { driver: "hostpath.csi.k8s.io", volumeHandle: "h1" } },
+  });
+  const vaOn = (node: string): VolumeAttachment => ({
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name: `va-${node}` },
+    spec: { attacher: "hostpath.csi.k8s.io", nodeName: node, source: { persistentVolumeName: "pv1" } },
+  });
+  it("refuses to attach an RWO volume reserved for another node; allows its own node, RWX, unlocked, and detach", () => {
+    const refused = resolveSource(vaOn("node-b"), pvWith(["ReadWriteOnce"], "node-a"), { forAttach: true });
+    assert.deepEqual(refused, { ok: false, error: sourceErrors.reservedElsewhere("pv1", "node-a") });
+    assert.ok(resolveSource(vaOn("node-a"), pvWith(["ReadWriteOnce"], "node-a"), { forAttach: true }).ok);
+    assert.ok(resolveSource(vaOn("node-b"), pvWith(["ReadWriteMany"], "node-a"), { forAttach: true }).ok);
+    assert.ok(resolveSource(vaOn("node-b"), pvWith(["ReadWriteOnce"]), { forAttach: true }).ok);
+    assert.ok(resolveSource(vaOn("node-b"), pvWith(["ReadWriteOnce"], "node-a"), { forAttach: false }).ok);
+  });
+});

@@ -206,7 +206,20 @@ const claimCases: {
     name: "a PV with our name but another claim's uid is never claimed",
     claim: claim(),
     pv: pv({ uid: "someone-else" }),
-    want: { action: "ignore", reason: "volume pvc-uid-1 exists and belongs to another claim" },
+    want: {
+      action: "fail",
+      message: "volume name pvc-uid-1 is taken by a PersistentVolume of another claim",
+    },
+  },
+  {
+    name: "a claim with intent whose volume name is taken: never provision or clean up with another claim's volume",
+    claim: claim({ finalizers: intent, deleting: true }),
+    pv: pv({ uid: "someone-else" }),
+    want: {
+      action: "release-intent",
+      reason: "volume name pvc-uid-1 is taken by a PersistentVolume of another claim",
+      warning: "volume name pvc-uid-1 is taken by a PersistentVolume of another claim",
+    },
   },
 ];
 

@@ -236,6 +236,11 @@ export class AttachDetachController implements Controller {
         });
         return 1;
       }
+      case "confirm-lock":
+        // The PV unchanged, conditional on the resourceVersion read: a 409 means someone (a reconcile
+        // of this node releasing the lock, another node taking it) moved first; then we re-decide.
+        await this.kube.replace(persistentVolumes, step.volume);
+        return 0;
       case "release-lock": {
         const v = step.volume;
         const annotations = { ...v.metadata.annotations };

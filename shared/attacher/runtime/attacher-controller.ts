@@ -148,7 +148,8 @@ export class AttacherController {
       if (e.action === "delete") {
         // Upstream vaDeleted: the PV it named may now lose our finalizer.
         const pvName = hint?.spec?.source?.persistentVolumeName;
-        if (pvName) return [await this.syncVolume(pvName)];
+        // An event's copy is untrusted: only a real name is worth a read.
+        if (typeof pvName === "string" && pvName !== "") return [await this.syncVolume(pvName)];
         return [{ object: `volumeattachment ${e.name}`, outcome: "deleted; nothing left to do" }];
       }
       // spec.attacher is immutable, so the event's copy may spare the read for other drivers' attachments.
@@ -172,7 +173,8 @@ export class AttacherController {
       const hint = e.object as Partial<PersistentVolume> | undefined;
       if (hint?.metadata) {
         const { finalizer } = await this.handler();
-        const held = finalizer !== undefined && (hint.metadata.finalizers ?? []).includes(finalizer);
+        const finalizers: unknown = hint.metadata.finalizers;
+        const held = finalizer !== undefined && Array.isArray(finalizers) && finalizers.includes(finalizer);
         if (!held || !hint.metadata.deletionTimestamp)
           return [{ object: `volume ${e.name}`, outcome: "not being deleted with the attacher finalizer" }];
       }

@@ -188,6 +188,8 @@ export class ProvisionerController {
           await this.events.event(claim, "Warning", reason.provisioningFailed, decision.message);
           return { object, outcome: "provisioning failed", error: decision.message };
         case "release-intent":
+          if (decision.warning)
+            await this.events.event(claim, "Warning", reason.provisioningFailed, decision.warning);
           await this.releaseIntent(claim);
           return { object, outcome: `released the provisioning intent: ${decision.reason}` };
         case "add-intent": {
