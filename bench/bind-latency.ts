@@ -31,6 +31,8 @@ export interface BindLatencyResult {
   /** Existing PV count -> median ms from claim create to Bound. */
   medianMs: Record<string, number>;
   runsMs: Record<string, number[]>;
+  /** API requests per bind (verb + resource), from the claim create until 200 ms after Bound. */
+  requestsPerBind: Record<string, Record<string, number>>;
   /** Largest size's median over the smallest's. */
   growth: Target;
 }
@@ -61,7 +63,11 @@ const staticClass: KubeObject = {
   volumeBindingMode: "Immediate",
 };
 
-async function bindAt(size: number, runs: number, timeoutMs: number): Promise<number[]> {
+async function bindAt(
+  size: number,
+  runs: number,
+  timeoutMs: number,
+): Promise<{ times: number[]; requests: Record<string, number> }> {
   const system = await startSystem({
     controllers: ["binder"],
     admission: false,
@@ -75,12 +81,14 @@ async function bindAt(size: number, runs: number, timeoutMs: number): Promise<nu
   const { sandbox } = system.bs;
   const tracker = trackBoundClaims(sandbox);
   const times: number[] = [];
+  const requests = new Map<string, number>();
   try {
     for (let r = 0; r < runs; r++) {
       // Through the API, so the binder hears of the volume the way it would in a cluster.
       await system.kube.create(persistentVolumes, volume(`match-${r}`, "10Gi"));
       await sleep(50);
       const name = `bind-${r}`;
+      sandbox.apiServer.counters.clear();
       const t0 = performance.now();
       await system.kube.create(
         persistentVolumeClaims,
@@ -88,12 +96,24 @@ async function bindAt(size: number, runs: number, timeoutMs: number): Promise<nu
       );
       await tracker.waitFor([name], timeoutMs);
       times.push(round((tracker.boundAt.get(name) ?? Number.NaN) - t0, 1));
+      // Let the follow-up events (the bind's own writes coming back) finish before counting.
+      await sleep(200);
+      for (const [key, count] of sandbox.apiServer.counters)
+        requests.set(key, (requests.get(key) ?? 0) + count);
     }
   } finally {
     tracker.close();
     await system.close();
   }
-  return times;
+  // Per bind, the bench's own claim create left out.
+  requests.set("create persistentvolumeclaims", (requests.get("create persistentvolumeclaims") ?? 0) - runs);
+  const perBind = Object.fromEntries(
+    [...requests]
+      .filter(([, n]) => n > 0)
+      .sort()
+      .map(([key, n]) => [key, round(n / runs, 1)]),
+  );
+  return { times, requests: perBind };
 }
 
 export async function runBindLatency(options: BindLatencyOptions = {}): Promise<BindLatencyResult> {
@@ -102,10 +122,12 @@ export async function runBindLatency(options: BindLatencyOptions = {}): Promise<
   const timeoutMs = Math.max(1000, Math.min(options.timeoutMs ?? 60_000, 600_000));
   const medianMs: Record<string, number> = {};
   const runsMs: Record<string, number[]> = {};
+  const requestsPerBind: Record<string, Record<string, number>> = {};
   for (const size of sizes) {
     progress(`bind latency: ${size} existing PVs, ${runs} claims`);
-    const times = await bindAt(size, runs, timeoutMs);
+    const { times, requests } = await bindAt(size, runs, timeoutMs);
     runsMs[size] = times;
+    requestsPerBind[size] = requests;
     medianMs[size] = round(median(times), 1);
     progress(`bind latency: ${size} PVs: median ${medianMs[size]} ms (${times.join(", ")})`);
   }
@@ -118,6 +140,7 @@ export async function runBindLatency(options: BindLatencyOptions = {}): Promise<
     runs,
     medianMs,
     runsMs,
+    requestsPerBind,
     growth: {
       value: growth,
       target: `<= ${BIND_GROWTH_TARGET}x (${sizes[sizes.length - 1]} PVs over ${sizes[0]})`,

@@ -24,6 +24,7 @@ import {
   type BenchSandbox,
   DRIVER_NAME,
   median,
+  peakRssMiB,
   progress,
   REPO,
   round,
@@ -81,6 +82,8 @@ export interface VariantFigure extends Target {
   firstRequestMs: number;
   /** Every run's spawn -> answer, in order. */
   runsMs: number[];
+  /** Median VmHWM after the first request: the memory floor of this way of running the function. */
+  peakRssMiB: number;
 }
 
 export interface BundleFacts {
@@ -196,7 +199,7 @@ async function coldStartOnce(
   args: string[],
   env: Record<string, string>,
   request: { path: string; body: object } | undefined,
-): Promise<{ totalMs: number; readyMs: number }> {
+): Promise<{ totalMs: number; readyMs: number; peakRssMiB: number }> {
   let fn: SpawnedFunction | undefined;
   try {
     fn = await spawnFunction({ name, args, env });
@@ -209,7 +212,7 @@ async function coldStartOnce(
     const totalMs = performance.now() - fn.spawnedAt;
     if (res.status !== 200)
       throw new Error(`${name}: first request answered ${res.status}: ${text.slice(0, 300)}`);
-    return { totalMs, readyMs: fn.readyMs };
+    return { totalMs, readyMs: fn.readyMs, peakRssMiB: peakRssMiB(fn.child.pid) };
   } finally {
     await fn?.stop(2000);
   }
@@ -288,10 +291,12 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
         }
         const totals: number[] = [];
         const readies: number[] = [];
+        const rss: number[] = [];
         for (let i = 0; i < runs; i++) {
           const r = await coldStartOnce(name, args, runEnv, request);
           totals.push(r.totalMs);
           readies.push(r.readyMs);
+          rss.push(r.peakRssMiB);
         }
         const ms = round(median(totals), 0);
         const readyMs = round(median(readies), 0);
@@ -300,6 +305,7 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
           readyMs,
           firstRequestMs: round(median(totals.map((t, i) => t - (readies[i] ?? 0))), 0),
           runsMs: totals.map((t) => round(t, 0)),
+          peakRssMiB: round(median(rss), 0),
         };
         progress(`cold start: ${name} ${variant}: ${ms} ms (ready ${readyMs} ms)`);
       }

@@ -9,6 +9,7 @@
 // are taken out. Object writes and Event writes are counted apart, and after
 // the last Bound the run waits for the counters to go quiet so that trailing
 // writes (finalizer removal, Events) are counted too.
+import type { Sandbox } from "../sandbox/start.ts";
 import { persistentVolumeClaims } from "../shared/kube/resources.ts";
 import {
   atLeast,
@@ -46,6 +47,13 @@ export interface WriteFigures {
   writesPerClaimByVerb: Record<string, number>;
   /** Reads and watches, per claim, for context. */
   readsPerClaimByVerb: Record<string, number>;
+  /**
+   * Changes the API server stored, per claim ("MODIFIED persistentvolumeclaims"):
+   * write requests minus the refused ones (409 Conflict and other errors).
+   */
+  storedChangesPerClaim: Record<string, number>;
+  /** Event objects written, per claim, by reason (created or aggregated). */
+  eventsPerClaimByReason: Record<string, number>;
 }
 
 export interface ProvisioningResult {
@@ -57,13 +65,54 @@ export interface ProvisioningResult {
   throughput: Target;
   writes: WriteFigures;
   peakRssMiB: Record<string, Target>;
+  /** RSS of each function once started, before the claims: what the load added is peak minus this. */
+  idleRssMiB: Record<string, number>;
   forwarder: { delivered: number; retried: number; failed: number; dropped: number; coalesced: number };
   webhookFailuresIgnored: number;
 }
 
 const WRITE_VERBS = ["create", "update", "patch", "delete", "deletecollection"];
 
-function writeFigures(raw: Record<string, number>, claims: number, ownCreates: number): WriteFigures {
+interface ChangeCounts {
+  stored: Map<string, number>;
+  eventReasons: Map<string, number>;
+  close(): void;
+}
+
+/** Counts what the API server actually stored, from its change feed (in-process, free). */
+function countStoredChanges(sandbox: Sandbox): ChangeCounts {
+  const stored = new Map<string, number>();
+  const eventReasons = new Map<string, number>();
+  const close = sandbox.apiServer.store.subscribe((change) => {
+    const key = `${change.type} ${change.resource.plural}`;
+    stored.set(key, (stored.get(key) ?? 0) + 1);
+    if (change.resource.plural === "events" && change.type !== "DELETED") {
+      const reason = String(change.object.reason ?? "");
+      eventReasons.set(reason, (eventReasons.get(reason) ?? 0) + 1);
+    }
+  });
+  return { stored, eventReasons, close };
+}
+
+function perClaim(
+  counts: Map<string, number>,
+  claims: number,
+  own: Record<string, number> = {},
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, count] of [...counts].sort()) {
+    const n = count - (own[key] ?? 0);
+    if (n > 0) out[key] = round(n / claims, 2);
+  }
+  return out;
+}
+
+function writeFigures(
+  raw: Record<string, number>,
+  claims: number,
+  ownCreates: number,
+  changes: ChangeCounts,
+): WriteFigures {
   const writes: Record<string, number> = {};
   const reads: Record<string, number> = {};
   let objects = 0;
@@ -85,6 +134,8 @@ function writeFigures(raw: Record<string, number>, claims: number, ownCreates: n
     eventWritesPerClaim: atMost(round(events / claims, 2), EVENT_WRITES_TARGET),
     writesPerClaimByVerb: writes,
     readsPerClaimByVerb: reads,
+    storedChangesPerClaim: perClaim(changes.stored, claims, { "ADDED persistentvolumeclaims": ownCreates }),
+    eventsPerClaimByReason: perClaim(changes.eventReasons, claims),
   };
 }
 
@@ -122,8 +173,10 @@ export async function runProvisioning(options: ProvisioningOptions): Promise<Pro
   });
   const { sandbox } = system.bs;
   const tracker = trackBoundClaims(sandbox);
+  let changes: ChangeCounts | undefined;
   try {
     sandbox.apiServer.counters.clear();
+    changes = countStoredChanges(sandbox);
     const names = Array.from({ length: n }, (_, i) => `claim-${String(i).padStart(5, "0")}`);
     progress(`provisioning ${label}: creating ${n} claims at once`);
     const t0 = performance.now();
@@ -149,7 +202,7 @@ export async function runProvisioning(options: ProvisioningOptions): Promise<Pro
       `provisioning ${label}: ${bound}/${n} Bound in ${round(seconds, 2)} s (${perSecond}/s); settling`,
     );
     await quiet(() => counters(sandbox), 1000, 15_000);
-    const writes = writeFigures(counters(sandbox), n, n);
+    const writes = writeFigures(counters(sandbox), n, n, changes);
     const rss = system.peakRss();
     const stats = system.forwarder.stats();
     const sum = (k: "delivered" | "retried" | "failed" | "dropped" | "coalesced"): number =>
@@ -168,6 +221,7 @@ export async function runProvisioning(options: ProvisioningOptions): Promise<Pro
       peakRssMiB: Object.fromEntries(
         Object.entries(rss).map(([name, mib]) => [name, atMost(mib, PEAK_RSS_TARGET_MIB, "MiB")]),
       ),
+      idleRssMiB: system.idleRss,
       forwarder: {
         delivered: sum("delivered"),
         retried: sum("retried"),
@@ -178,6 +232,7 @@ export async function runProvisioning(options: ProvisioningOptions): Promise<Pro
       webhookFailuresIgnored: await ignoredWebhookFailures(sandbox.apiServer.url),
     };
   } finally {
+    changes?.close();
     tracker.close();
     await system.close();
   }

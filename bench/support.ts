@@ -120,16 +120,25 @@ export function otherLoad(
   return { otherProcessesCpuPercent: round(Math.max(0, (100 * other) / (wall * cpus)), 0), cpus };
 }
 
-/** Peak resident set size of a live process (VmHWM), in MiB; NaN when it cannot be read. */
-export function peakRssMiB(pid: number | undefined): number {
+function statusMiB(pid: number | undefined, field: "VmHWM" | "VmRSS"): number {
   if (pid === undefined) return Number.NaN;
   try {
     const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const kib = /^VmHWM:\s+(\d+)\s+kB/m.exec(status)?.[1];
+    const kib = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, "m").exec(status)?.[1];
     return kib === undefined ? Number.NaN : round(Number(kib) / 1024, 1);
   } catch {
     return Number.NaN;
   }
+}
+
+/** Peak resident set size of a live process (VmHWM), in MiB; NaN when it cannot be read. */
+export function peakRssMiB(pid: number | undefined): number {
+  return statusMiB(pid, "VmHWM");
+}
+
+/** Resident set size of a live process now (VmRSS), in MiB. */
+export function rssMiB(pid: number | undefined): number {
+  return statusMiB(pid, "VmRSS");
 }
 
 export interface SpawnedFunction {

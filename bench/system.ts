@@ -15,6 +15,7 @@ import {
   type BenchSandbox,
   DRIVER_NAME,
   peakRssMiB,
+  rssMiB,
   type SpawnedFunction,
   serveArgs,
   spawnFunction,
@@ -47,6 +48,8 @@ export interface BenchSystem {
   forwarder: Forwarder;
   /** VmHWM of each function process now, MiB. */
   peakRss(): Record<string, number>;
+  /** VmRSS of each function process once the system was up, before any load, MiB. */
+  idleRss: Record<string, number>;
   close(): Promise<void>;
 }
 
@@ -183,6 +186,7 @@ export async function startSystem(options: SystemOptions): Promise<BenchSystem> 
     functions,
     forwarder: fwd,
     peakRss: () => Object.fromEntries(functions.map((f) => [f.name, peakRssMiB(f.child.pid)])),
+    idleRss: Object.fromEntries(functions.map((f) => [f.name, rssMiB(f.child.pid)])),
     close: async () => {
       await fwd.close();
       await client.close();
