@@ -51,19 +51,6 @@ export type LambdaHandler = (event: unknown, context?: object) => Promise<Functi
 
 type Wrapped = (event: object, context: object) => Promise<object>;
 
-/** A positive integer from the environment, or the fallback when unset; a typo fails the cold start. */
-export function positiveIntegerFromEnv(
-  key: string,
-  fallback: number,
-  env: NodeJS.ProcessEnv = process.env,
-): number {
-  const raw = env[key]?.trim();
-  if (raw === undefined || raw === "") return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) <= 0)
-    throw new Error(`${key} must be a positive integer, got ${JSON.stringify(raw)}`);
-  return Number(raw);
-}
-
 /** An EventBridge scheduled invocation (serverless.yml `schedule` events). */
 function isScheduledEvent(event: unknown): event is { id?: string; time?: string } {
   if (typeof event !== "object" || event === null) return false;

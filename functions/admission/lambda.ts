@@ -1,8 +1,8 @@
 // AWS Lambda entry of the admission webhooks (serverless.yml): the app of
-// main.ts's createAdmission(), built once per cold start and wrapped by
+// main.ts's build(), built once per cold start and wrapped by
 // ../lambda-adapter.ts. The function URL is HTTPS with a public certificate,
 // so a webhook configuration can name it in clientConfig.url without a caBundle.
 import { lambdaHandler } from "../lambda-adapter.ts";
-import { createAdmission } from "./main.ts";
+import { build } from "./main.ts";
 
-export const handler = lambdaHandler("admission", async () => createAdmission(process.env).app);
+export const handler = lambdaHandler("admission", async () => (await build()).app);

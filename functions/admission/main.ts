@@ -6,28 +6,25 @@
 // ADMISSION_FAILURE_POLICY_VALIDATE_PVC, ADMISSION_FAILURE_POLICY_VALIDATE_VA
 // (shared/admission/config.ts).
 //
-// Building and serving are apart on purpose: createAdmission() makes the app,
-// main() serves it. kube-apiserver only calls webhooks over HTTPS:
+// Building and serving are apart on purpose: createAdmission() (or build(),
+// the shape every function's main.ts exports) makes the app, main() and
+// lambda.ts serve it. kube-apiserver only calls webhooks over HTTPS:
 // serveFunction serves HTTPS when TLS_CERT_FILE/TLS_KEY_FILE or
 // TLS_SECRET_NAME/TLS_SECRET_NAMESPACE are set (shared/tls), plain HTTP
 // otherwise (tests, a TLS-terminating proxy or Knative route).
 import { createClusterLookups } from "../../shared/admission/cluster-lookups.ts";
 import { type AdmissionConfig, admissionConfigFromEnv } from "../../shared/admission/config.ts";
 import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
-import type { FunctionApp } from "../../shared/http/function-app.ts";
-import { serveFunction } from "../../shared/http/serve.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { createLogger, type Logger } from "../../shared/log.ts";
+import { createLogger } from "../../shared/log.ts";
 import { processMetrics } from "../../shared/metrics.ts";
+import { type BuiltFunction, serveBuilt } from "../built-function.ts";
 import { admissionBodyLimit, createAdmissionApp } from "./app.ts";
 
-export interface Admission {
-  app: FunctionApp;
+/** close() closes the API client. */
+export interface Admission extends BuiltFunction {
   config: AdmissionConfig;
-  logger: Logger;
-  /** Closes the API client; pass it to the server's close hooks. */
-  close(): Promise<void>;
 }
 
 /** The admission app from the environment, not yet serving. */
@@ -50,16 +47,16 @@ export function createAdmission(env: NodeJS.ProcessEnv = process.env): Admission
     metrics,
     maxBodyBytes: admissionBodyLimit(env),
   });
-  return { app, config, logger, close: () => kube.close() };
+  return { name: "admission", app, config, logger, close: () => kube.close() };
+}
+
+/** createAdmission as every function's build(): nothing in it needs to wait. */
+export async function build(env = process.env): Promise<BuiltFunction> {
+  return createAdmission(env);
 }
 
 export async function main(): Promise<void> {
-  const admission = createAdmission();
-  await serveFunction(admission.app, {
-    name: "admission",
-    logger: admission.logger,
-    onClose: [() => admission.close()],
-  });
+  await serveBuilt(createAdmission());
 }
 
 if (import.meta.main) await main();

@@ -3,26 +3,28 @@
 
 import { eventSource } from "../../shared/attach-detach/constants.ts";
 import { AttachDetachController } from "../../shared/attach-detach/runtime/attach-detach-controller.ts";
-import { serveFunction } from "../../shared/http/serve.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { createLogger } from "../../shared/log.ts";
+import { type BuiltFunction, serveBuilt } from "../built-function.ts";
 import { createAttachDetachApp } from "./app.ts";
 
-export async function main(): Promise<void> {
+/** The attach/detach function from the environment, not yet serving (lambda.ts serves its app too). */
+export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "attach-detach" });
-  const kube = new KubeJsonClient(loadKubeConfig());
+  const kube = new KubeJsonClient(loadKubeConfig(env));
   const events = new EventRecorder(kube, {
     component: eventSource,
     logger: { warn: (details, message) => logger.warn(details, message) },
   });
   const controller = new AttachDetachController({ kube, events });
-  await serveFunction(createAttachDetachApp({ controller, logger }), {
-    name: "attach-detach",
-    logger,
-    onClose: [() => kube.close()],
-  });
+  const app = createAttachDetachApp({ controller, logger });
+  return { name: "attach-detach", app, logger, close: () => kube.close() };
+}
+
+export async function main(): Promise<void> {
+  await serveBuilt(await build());
 }
 
 if (import.meta.main) await main();

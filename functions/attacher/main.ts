@@ -4,49 +4,48 @@
 // DEFAULT_FSTYPE (upstream --default-fstype, default none), PORT, LOG_LEVEL.
 import { defaultTimeoutSeconds } from "../../shared/attacher/constants.ts";
 import { AttacherController } from "../../shared/attacher/runtime/attacher-controller.ts";
-import { CsiClient } from "../../shared/csi/client.ts";
-import { csiEndpointFromEnv } from "../../shared/csi/endpoint.ts";
-import { serveFunction } from "../../shared/http/serve.ts";
+import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { createLogger } from "../../shared/log.ts";
+import { type BuiltFunction, serveBuilt } from "../built-function.ts";
 import { createAttacherApp } from "./app.ts";
 
-function positiveInteger(env: NodeJS.ProcessEnv, key: string, fallback: number): number {
-  const v = env[key]?.trim();
-  if (v === undefined || v === "") return fallback;
-  if (!/^\d+$/.test(v) || Number(v) <= 0)
-    throw new Error(`${key} must be a positive integer, got ${JSON.stringify(v)}`);
-  return Number(v);
-}
-
-export async function main(): Promise<void> {
+/** The attacher from the environment, not yet serving (lambda.ts serves its app too). */
+export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "attacher" });
-  const timeoutSeconds = positiveInteger(process.env, "CSI_TIMEOUT_SECONDS", defaultTimeoutSeconds);
-  const csi = await CsiClient.connect({ endpoint: csiEndpointFromEnv(), timeoutMs: timeoutSeconds * 1000 });
-  const driverName = csi.driverName ?? (await csi.getPluginInfo()).name;
-  const wanted = process.env.DRIVER_NAME?.trim();
-  if (wanted && wanted !== driverName) {
-    throw new Error(`DRIVER_NAME is ${wanted} but the driver at CSI_ENDPOINT is ${driverName}`);
-  }
-  const kube = new KubeJsonClient(loadKubeConfig());
+  // Read before connecting, so a missing kubeconfig fails without a CSI channel to close.
+  const kubeConfig = loadKubeConfig(env);
+  // No capability is required: a driver that cannot publish gets the trivial handler.
+  const { csi, driverName } = await connectDriver({ env, defaultTimeoutSeconds });
+  const kube = new KubeJsonClient(kubeConfig);
   const controller = new AttacherController({
     kube,
     csi,
     driverName,
-    defaultFsType: process.env.DEFAULT_FSTYPE?.trim() ?? "",
+    defaultFsType: env.DEFAULT_FSTYPE?.trim() ?? "",
   });
-  // Chosen once, at start, as upstream does: a driver that cannot answer its capabilities is not served.
+  // Chosen once, at start (each cold start on Lambda), as upstream does. It
+  // cannot fail here: connectDriver has already read the capabilities it uses.
   const handler = await controller.handler();
   logger.info(
     { driver: driverName, handler: handler.kind, reconciles: handler.reconciles },
     "attacher handler chosen",
   );
-  await serveFunction(createAttacherApp({ controller, csi, logger }), {
+  const app = createAttacherApp({ controller, csi, logger });
+  return {
     name: "attacher",
+    app,
     logger,
-    onClose: [() => kube.close(), () => csi.close()],
-  });
+    close: async () => {
+      await kube.close();
+      csi.close();
+    },
+  };
+}
+
+export async function main(): Promise<void> {
+  await serveBuilt(await build());
 }
 
 if (import.meta.main) await main();

@@ -9,6 +9,8 @@
 //   ADMISSION_FAILURE_POLICY_VALIDATE_PVC    Fail   when an expansion's StorageClass cannot be read: deny (retry later)
 //   ADMISSION_FAILURE_POLICY_VALIDATE_VA     Fail   when the attacher's CSIDriver cannot be read: deny (retry later)
 
+import { integerFromEnv } from "../config.ts";
+
 /** What a hook does when a lookup it needs fails: admit without it (with a warning), or deny. */
 export type FailurePolicy = "Ignore" | "Fail";
 
@@ -42,15 +44,6 @@ export function defaultAdmissionConfig(): AdmissionConfig {
   };
 }
 
-function integer(env: NodeJS.ProcessEnv, key: string, fallback: number, min: number, max: number): number {
-  const raw = env[key]?.trim();
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < min || value > max)
-    throw new Error(`${key} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-  return value;
-}
-
 function policy(env: NodeJS.ProcessEnv, key: string, fallback: FailurePolicy): FailurePolicy {
   const raw = env[key]?.trim().toLowerCase();
   if (raw === undefined || raw === "") return fallback;
@@ -78,9 +71,15 @@ export function admissionConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Ad
   const defaults = defaultAdmissionConfig();
   return {
     provisionerDrivers: driverList(env, "PROVISIONER_DRIVERS"),
-    lookupTimeoutMs: integer(env, "ADMISSION_LOOKUP_TIMEOUT_MS", defaults.lookupTimeoutMs, 1, 30_000),
-    cacheTtlMs: integer(env, "ADMISSION_CACHE_TTL_MS", defaults.cacheTtlMs, 0, 300_000),
-    cacheMaxEntries: integer(env, "ADMISSION_CACHE_MAX_ENTRIES", defaults.cacheMaxEntries, 1, 1_000_000),
+    lookupTimeoutMs: integerFromEnv(env, "ADMISSION_LOOKUP_TIMEOUT_MS", defaults.lookupTimeoutMs, {
+      min: 1,
+      max: 30_000,
+    }),
+    cacheTtlMs: integerFromEnv(env, "ADMISSION_CACHE_TTL_MS", defaults.cacheTtlMs, { min: 0, max: 300_000 }),
+    cacheMaxEntries: integerFromEnv(env, "ADMISSION_CACHE_MAX_ENTRIES", defaults.cacheMaxEntries, {
+      min: 1,
+      max: 1_000_000,
+    }),
     failurePolicy: {
       mutateClaims: policy(env, "ADMISSION_FAILURE_POLICY_MUTATE_PVC", defaults.failurePolicy.mutateClaims),
       validateClaims: policy(

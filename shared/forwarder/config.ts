@@ -2,7 +2,7 @@
 // forwarder` and a container read). Every variable is checked up front: a
 // typo should stop the process at start, not surface as odd delivery later.
 
-import type { Env } from "../kube/client.ts";
+import { booleanFromEnv, type Env, integerFromEnv } from "../config.ts";
 import {
   DEFAULT_CONCURRENCY,
   DEFAULT_MAX_QUEUE,
@@ -41,7 +41,7 @@ export function forwarderConfigFromEnv(env: Env = process.env): ForwarderEnvConf
     );
   }
   const int = (name: string, fallback: number, min: number, max: number) =>
-    intFrom(env, name, fallback, min, max);
+    setting(() => integerFromEnv(env, name, fallback, { min, max }));
   const config: ForwarderEnvConfig = {
     routes: parseRoutes(routesText),
     concurrency: int("FORWARDER_CONCURRENCY", DEFAULT_CONCURRENCY, 1, 1024),
@@ -59,7 +59,7 @@ export function forwarderConfigFromEnv(env: Env = process.env): ForwarderEnvConf
       ),
       maxRetryAfterMs: DEFAULT_RETRY.maxRetryAfterMs,
     },
-    replayExisting: boolFrom(env, "FORWARDER_REPLAY_EXISTING", true),
+    replayExisting: setting(() => booleanFromEnv(env, "FORWARDER_REPLAY_EXISTING", true)),
     shutdownGraceMs: int("SHUTDOWN_GRACE_MS", DEFAULT_SHUTDOWN_GRACE_MS, 0, 3_600_000),
     port: int("PORT", 0, 0, 65535),
   };
@@ -70,22 +70,14 @@ export function forwarderConfigFromEnv(env: Env = process.env): ForwarderEnvConf
   return config;
 }
 
-function intFrom(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name]?.trim();
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < min || value > max) {
-    throw new ForwarderConfigError(
-      `${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`,
-    );
+/**
+ * Runs a shared parser (shared/config.ts) with its message, thrown as this
+ * module's error class so callers can still tell a configuration error.
+ */
+function setting<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    throw new ForwarderConfigError(err instanceof Error ? err.message : String(err));
   }
-  return value;
-}
-
-function boolFrom(env: Env, name: string, fallback: boolean): boolean {
-  const raw = env[name]?.trim().toLowerCase();
-  if (raw === undefined || raw === "") return fallback;
-  if (raw === "true" || raw === "1") return true;
-  if (raw === "false" || raw === "0") return false;
-  throw new ForwarderConfigError(`${name} must be true or false, got ${JSON.stringify(raw)}`);
 }

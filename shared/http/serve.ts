@@ -13,6 +13,7 @@ import { createServer } from "node:http";
 import type { Server as HttpsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { isIP } from "node:net";
+import { integerFromEnv } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { createLogger } from "../log.ts";
 import { tlsFromEnv } from "../tls/env.ts";
@@ -59,16 +60,6 @@ export interface ServedFunction {
 
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
 const CLOSE_HOOK_TIMEOUT_MS = 5_000;
-
-function intFromEnv(name: string, fallback: number, min: number, max: number): number {
-  const raw = process.env[name]?.trim();
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < min || value > max) {
-    throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
-  }
-  return value;
-}
 
 function hasRuntime(app: RequestListener | FunctionApp): app is FunctionApp {
   return "runtime" in app && typeof app.runtime === "object";
@@ -132,10 +123,11 @@ export async function serveFunction(
   const name = options.name ?? runtime?.name;
   if (name === undefined || name === "") throw new Error("serveFunction: a function name is required");
   const log = options.logger ?? runtime?.log ?? createLogger({ name });
-  const port = options.port ?? intFromEnv("PORT", 0, 0, 65535);
+  const port = options.port ?? integerFromEnv(process.env, "PORT", 0, { min: 0, max: 65535 });
   const host = options.host ?? (process.env.HOST?.trim() || undefined);
   const graceMs =
-    options.shutdownGraceMs ?? intFromEnv("SHUTDOWN_GRACE_MS", DEFAULT_SHUTDOWN_GRACE_MS, 0, 3_600_000);
+    options.shutdownGraceMs ??
+    integerFromEnv(process.env, "SHUTDOWN_GRACE_MS", DEFAULT_SHUTDOWN_GRACE_MS, { min: 0, max: 3_600_000 });
   const hooks: CloseHook[] = [...(options.onClose ?? []), ...(runtime?.closeHooks ?? [])];
   const stdout = options.stdout ?? process.stdout;
 

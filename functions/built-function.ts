@@ -1,0 +1,22 @@
+// What every functions/<name>/main.ts exports as build(): the function made
+// from its environment, not yet serving. The two entries share it, so each
+// function is put together in one place: main() serves it as a process
+// (container, `npm run serve`), lambda.ts hands its app to ../lambda-adapter.ts.
+
+import type { FunctionApp } from "../shared/http/function-app.ts";
+import { serveFunction } from "../shared/http/serve.ts";
+import type { Logger } from "../shared/log.ts";
+
+export interface BuiltFunction {
+  /** "binder": the name it is served and logged under. */
+  name: string;
+  app: FunctionApp;
+  logger: Logger;
+  /** Releases what build() opened (API and CSI clients); the server runs it after draining. */
+  close(): Promise<void>;
+}
+
+/** Serves a built function until SIGTERM/SIGINT, closing its clients after the server. */
+export async function serveBuilt(built: BuiltFunction): Promise<void> {
+  await serveFunction(built.app, { name: built.name, logger: built.logger, onClose: [() => built.close()] });
+}

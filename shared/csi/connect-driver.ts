@@ -1,0 +1,53 @@
+// How a function that talks to a CSI driver starts (provisioner, attacher;
+// container and Lambda alike): connect to CSI_ENDPOINT with the
+// CSI_TIMEOUT_SECONDS deadline, make sure it is the driver DRIVER_NAME names,
+// and that it can do what the function is for. Any failure refuses the start
+// (serving the wrong driver's objects is worse than not starting) and closes
+// the client, so a Lambda retrying its cold start does not leak channels.
+
+import { type Env, positiveIntegerFromEnv } from "../config.ts";
+import type { CsiCapabilities } from "./capabilities.ts";
+import { CsiClient } from "./client.ts";
+import { csiEndpointFromEnv } from "./endpoint.ts";
+
+export interface ConnectDriverOptions {
+  env: Env;
+  /** CSI_TIMEOUT_SECONDS when unset: the upstream sidecar's --timeout default. */
+  defaultTimeoutSeconds: number;
+  /**
+   * Why the function has nothing to do with this driver, or undefined when it
+   * has. The answer completes "driver <name> …", e.g. "does not support X".
+   */
+  require?: (capabilities: CsiCapabilities) => string | undefined;
+}
+
+export interface ConnectedDriver {
+  csi: CsiClient;
+  /** What the driver calls itself (GetPluginInfo), which DRIVER_NAME, if set, matched. */
+  driverName: string;
+  capabilities: CsiCapabilities;
+}
+
+export async function connectDriver(options: ConnectDriverOptions): Promise<ConnectedDriver> {
+  const { env } = options;
+  const timeoutSeconds = positiveIntegerFromEnv(env, "CSI_TIMEOUT_SECONDS", options.defaultTimeoutSeconds);
+  const csi = await CsiClient.connect({
+    endpoint: csiEndpointFromEnv(env),
+    timeoutMs: timeoutSeconds * 1000,
+  });
+  try {
+    const driverName = csi.driverName ?? (await csi.getPluginInfo()).name;
+    const wanted = env.DRIVER_NAME?.trim();
+    if (wanted && wanted !== driverName) {
+      throw new Error(`DRIVER_NAME is ${wanted} but the driver at CSI_ENDPOINT is ${driverName}`);
+    }
+    // Cached by the client, so the function's own later reads cost nothing.
+    const capabilities = await csi.capabilities();
+    const missing = options.require?.(capabilities);
+    if (missing !== undefined) throw new Error(`driver ${driverName} ${missing}`);
+    return { csi, driverName, capabilities };
+  } catch (err) {
+    csi.close();
+    throw err;
+  }
+}

@@ -1,0 +1,52 @@
+// shared/csi/connect-driver.ts against the sandbox CSI driver: what the
+// provisioner and attacher check before they serve.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { connectDriver } from "../../shared/csi/connect-driver.ts";
+import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
+
+let sandbox: TestSandbox;
+before(async () => {
+  sandbox = await startTestSandbox();
+});
+after(async () => {
+  await sandbox.close();
+});
+
+test("connects, names the driver and reads its capabilities", async () => {
+  const { csi, driverName, capabilities } = await connectDriver({
+    env: { CSI_ENDPOINT: sandbox.csiEndpoint, DRIVER_NAME: "hostpath.csi.k8s.io", CSI_TIMEOUT_SECONDS: "3" },
+    defaultTimeoutSeconds: 10,
+  });
+  try {
+    assert.equal(driverName, "hostpath.csi.k8s.io");
+    assert.equal(csi.timeoutMs, 3000);
+    assert.equal(capabilities.controllerService, true);
+  } finally {
+    csi.close();
+  }
+});
+
+test("refuses another driver than DRIVER_NAME, a missing capability and a bad timeout", async () => {
+  const env = { CSI_ENDPOINT: sandbox.csiEndpoint };
+  await assert.rejects(
+    connectDriver({ env: { ...env, DRIVER_NAME: "other.example.com" }, defaultTimeoutSeconds: 10 }),
+    {
+      message: "DRIVER_NAME is other.example.com but the driver at CSI_ENDPOINT is hostpath.csi.k8s.io",
+    },
+  );
+  await assert.rejects(
+    connectDriver({
+      env,
+      defaultTimeoutSeconds: 10,
+      require: () => "does not support NOTHING; nothing to do",
+    }),
+    { message: "driver hostpath.csi.k8s.io does not support NOTHING; nothing to do" },
+  );
+  await assert.rejects(
+    connectDriver({ env: { ...env, CSI_TIMEOUT_SECONDS: "0" }, defaultTimeoutSeconds: 10 }),
+    {
+      message: 'CSI_TIMEOUT_SECONDS must be a positive integer, got "0"',
+    },
+  );
+});
