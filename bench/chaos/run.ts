@@ -1,0 +1,577 @@
+// One chaos run, start to end: the sandbox in-process, N function processes
+// per controller behind the shuffling dispatcher, faults in the API server
+// and the CSI driver, SIGKILLs, pods coming and going; then faults off,
+// resync until quiet, and the invariants. `bench/chaos.ts` prints the
+// report; test/chaos runs a small one.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import type { FaultSettings } from "../../sandbox/apiserver/faults.ts";
+import type { BackingVolume, DriverStats } from "../../sandbox/csi/driver.ts";
+import type { CsiFaultSettings } from "../../sandbox/csi/faults.ts";
+import { type Sandbox, startSandbox } from "../../sandbox/start.ts";
+import { CsiClient } from "../../shared/csi/client.ts";
+import { type Forwarder, startForwarder } from "../../shared/forwarder/index.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import {
+  csiNodes,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  pods,
+  storageClasses,
+  volumeAttachments,
+} from "../../shared/kube/resources.ts";
+import type {
+  KubeObject,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  VolumeAttachment,
+} from "../../shared/kube/types.ts";
+import { createLogger } from "../../shared/log.ts";
+import { createMetricsRegistry } from "../../shared/metrics.ts";
+import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
+import { Dispatcher, type DispatcherStats } from "./dispatcher.ts";
+import { type ControllerName, controllerNames, Fleet, type FleetStats } from "./fleet.ts";
+import { checkInvariants, type Example, type InvariantName } from "./invariants.ts";
+import { type ChaosOptions, seededRandom, sleep } from "./options.ts";
+import { Trace } from "./trace.ts";
+import { Watchdog } from "./watchdog.ts";
+import {
+  type ClaimRole,
+  claim,
+  claimBytes,
+  dynamicClass,
+  eachLimited,
+  HarnessClient,
+  namespace,
+  pod,
+  secondNode,
+  secondNodeName,
+  staticVolume,
+} from "./workload.ts";
+
+/** The kinds each controller's route carries, as `npm start` routes them (sandbox/run-system.ts). */
+const routedKinds: Record<ControllerName, string[]> = {
+  binder: ["PersistentVolumeClaim", "PersistentVolume"],
+  provisioner: ["PersistentVolumeClaim", "PersistentVolume"],
+  "attach-detach": ["Pod", "Node", "PersistentVolumeClaim", "PersistentVolume", "VolumeAttachment"],
+  attacher: ["VolumeAttachment", "PersistentVolume"],
+};
+
+export interface ChaosReport {
+  /** Every invariant 0, every claim Bound, and the system went quiet. */
+  ok: boolean;
+  parameters: ChaosOptions;
+  durationSeconds: { total: number; setup: number; chaos: number; settle: number };
+  invariants: Record<InvariantName, number>;
+  /** The objects behind non-zero invariants (a few each). */
+  examples: Partial<Record<InvariantName, Example[]>>;
+  claims: {
+    total: number;
+    static: number;
+    dynamic: number;
+    churnCreatedAndDeleted: number;
+    boundWhenChaosEnded: number;
+    boundAtEnd: number;
+  };
+  events: DispatcherStats;
+  kills: FleetStats;
+  injectedFaults: {
+    api: Record<string, number>;
+    csi: { total: number; workDoneBeforeError: number; byMethod: DriverStats["injected"] };
+  };
+  writes: {
+    /** Object writes (create/update/patch/delete, Events apart) the API server received, attempts included. */
+    objectWrites: number;
+    harnessObjectWrites: number;
+    controllerObjectWrites: number;
+    /** Controller object writes per claim of the run (churn claims included). */
+    controllerObjectWritesPerClaim: number;
+    eventWrites: number;
+    byResource: Record<string, number>;
+  };
+  pods: { created: number; deleted: number };
+  settle: {
+    passes: number;
+    quiet: boolean;
+    /** Resync passes run (during chaos and settling), and those answered with an error. */
+    resyncs: number;
+    resyncFailures: number;
+    lastResync: Record<string, unknown>;
+  };
+  watchdog: { changesSeen: number; attachedOnTwoNodes: number };
+}
+
+const writeVerbs = ["create", "update", "patch", "delete", "deletecollection"];
+
+function writeCounts(counters: Record<string, number>): {
+  objects: number;
+  events: number;
+  byResource: Record<string, number>;
+} {
+  let objects = 0;
+  let events = 0;
+  const byResource: Record<string, number> = {};
+  for (const [key, n] of Object.entries(counters)) {
+    const [verb, resource = ""] = key.split(" ");
+    if (!verb || !writeVerbs.includes(verb)) continue;
+    if (resource === "events") events += n;
+    else {
+      objects += n;
+      byResource[key] = n;
+    }
+  }
+  return { objects, events, byResource };
+}
+
+async function getJson<T>(url: string, init: RequestInit = {}): Promise<T> {
+  const res = await fetch(url, { ...init, signal: AbortSignal.timeout(30_000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${init.method ?? "GET"} ${url}: ${res.status} ${text.slice(0, 300)}`);
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+const putJson = (url: string, body: unknown): Promise<unknown> =>
+  getJson(url, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+function shuffle<T>(items: T[], random: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
+}
+
+/** Latest moment, in ms from now, that a claim or attachment asked to be retried at (0: none pending). */
+function pendingBackoffMs(objects: readonly KubeObject[], now: number): number {
+  let latest = 0;
+  for (const o of objects) {
+    for (const [k, v] of Object.entries(o.metadata.annotations ?? {})) {
+      if (!k.endsWith("retry-after")) continue;
+      const at = Date.parse(v);
+      if (Number.isFinite(at) && at - now > latest) latest = at - now;
+    }
+  }
+  return latest;
+}
+
+/** Sleeps up to `ms`, waking early once `go()` turns false, so loops stop promptly at the end of the chaos. */
+async function sleepWhile(ms: number, go: () => boolean): Promise<void> {
+  const until = Date.now() + ms;
+  while (go() && Date.now() < until) await sleep(Math.min(250, until - Date.now()));
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const t0 = Date.now();
+  const random = seededRandom(options.seed);
+  const say = (line: string): void => {
+    if (options.verbose) process.stderr.write(`chaos +${((Date.now() - t0) / 1000).toFixed(1)}s ${line}\n`);
+  };
+  const dir = await mkdtemp(join(tmpdir(), "ksf-chaos-"));
+  const cleanups: (() => Promise<void>)[] = [
+    async () => void (await rm(dir, { recursive: true, force: true })),
+  ];
+  const cleanup = async (): Promise<void> => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  };
+  try {
+    const sandbox: Sandbox = await startSandbox({ dir });
+    cleanups.push(() => sandbox.close());
+    const apiUrl = sandbox.apiServer.url;
+    const driverName = sandbox.csi.driver.config.name;
+    const { nodeId, topologyKey } = sandbox.csi.driver.config;
+
+    // The sandbox does not count the faults it injects; the harness owns the process, so it counts them here.
+    const apiFaults: Record<string, number> = {};
+    const injector = sandbox.apiServer.faults;
+    const failureFor = injector.failureFor.bind(injector);
+    injector.failureFor = (verb, resource, name) => {
+      const failure = failureFor(verb, resource, name);
+      if (failure) apiFaults[String(failure.code)] = (apiFaults[String(failure.code)] ?? 0) + 1;
+      return failure;
+    };
+
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(sandbox.kubeconfigPath);
+    const kube = new KubeJsonClient(kubeConfig);
+    cleanups.push(() => kube.close());
+    const harness = new HarnessClient(kube);
+
+    // --- setup: a second node, the StorageClass, static PVs over real backing volumes ---
+    const staticCount = Math.ceil(options.claims / 2);
+    const dynamicCount = options.claims - staticCount;
+    const churnStatic = Math.floor(options.churnClaims / 2);
+    const churnDynamic = options.churnClaims - churnStatic;
+    const pad = (i: number): string => String(i).padStart(4, "0");
+    for (const o of [...secondNode(driverName, topologyKey, nodeId), dynamicClass(driverName)]) {
+      await harness.create(o.kind === "Node" ? nodes : o.kind === "CSINode" ? csiNodes : storageClasses, o);
+    }
+    const csi = await CsiClient.connect({
+      endpoint: sandbox.csi.endpoint,
+      timeoutMs: 30_000,
+      registry: createMetricsRegistry({ defaultMetrics: false }),
+    });
+    cleanups.push(async () => csi.close());
+    const staticVolumes = new Map<string, string>();
+    const staticNames = Array.from({ length: staticCount + churnStatic }, (_, i) => `chaos-static-${pad(i)}`);
+    await eachLimited(staticNames, 8, async (name) => {
+      const created = await csi.createVolume({
+        name,
+        capacityRange: { requiredBytes: BigInt(claimBytes) },
+        volumeCapabilities: [{ mount: { fsType: "ext4" }, accessMode: { mode: "SINGLE_NODE_WRITER" } }],
+      });
+      const handle = created.volume?.volumeId;
+      if (!handle) throw new Error(`CreateVolume ${name} returned no volume id`);
+      staticVolumes.set(name, handle);
+      await harness.create(persistentVolumes, staticVolume(name, driverName, handle));
+    });
+    say(
+      `setup: ${staticVolumes.size} static PVs with backing volumes; starting ${options.instances}x4 functions`,
+    );
+
+    const fleet = new Fleet({
+      instances: options.instances,
+      env: {
+        KUBECONFIG: sandbox.kubeconfigPath,
+        CSI_ENDPOINT: sandbox.csi.endpoint,
+        DRIVER_NAME: driverName,
+      },
+    });
+    cleanups.push(() => fleet.stop());
+    await fleet.start();
+    const dispatcher = new Dispatcher({
+      fleet,
+      random,
+      duplicateProbability: options.duplicateProbability,
+      maxHoldMs: options.maxHoldMs,
+      concurrency: options.dispatchConcurrency,
+    });
+    await dispatcher.start();
+    cleanups.push(() => dispatcher.close());
+    const forwarder: Forwarder = startForwarder({
+      kubeConfig,
+      routes: controllerNames.map((c) => ({ url: dispatcher.routeUrl(c), kinds: routedKinds[c] })),
+      logger: createLogger({ name: "forwarder", level: "error" }),
+      metrics: createMetricsRegistry({ defaultMetrics: false }),
+      // Faults hit the forwarder's relists too; it should come back quickly, not after 30 s.
+      informerBackoff: { baseMs: 100, maxMs: 2000 },
+      retry: { baseMs: 50, maxMs: 2000 },
+      shutdownGraceMs: 2000,
+    });
+    cleanups.push(() => forwarder.close());
+    await forwarder.ready;
+
+    const claimKey = (name: string): string => `${namespace}/${name}`;
+    const mainClaims: { name: string; role: ClaimRole }[] = [
+      ...Array.from({ length: staticCount }, (_, i) => ({
+        name: `claim-s-${pad(i)}`,
+        role: "static" as const,
+      })),
+      ...Array.from({ length: dynamicCount }, (_, i) => ({
+        name: `claim-d-${pad(i)}`,
+        role: "dynamic" as const,
+      })),
+    ];
+    const churnClaims: { name: string; role: ClaimRole }[] = [
+      ...Array.from({ length: churnStatic }, (_, i) => ({
+        name: `churn-s-${pad(i)}`,
+        role: "churn-static" as const,
+      })),
+      ...Array.from({ length: churnDynamic }, (_, i) => ({
+        name: `churn-d-${pad(i)}`,
+        role: "churn-dynamic" as const,
+      })),
+    ];
+    const trace = new Trace();
+    const unwrapDriver = trace.wrapDriver(sandbox.csi.driver);
+    cleanups.push(async () => unwrapDriver());
+    const watchdog = new Watchdog({
+      staticPvNames: staticVolumes.keys(),
+      trackedClaims: mainClaims.map((c) => claimKey(c.name)),
+      trace,
+    });
+    watchdog.watch(sandbox.apiServer.store);
+    cleanups.push(async () => watchdog.stop());
+    const tSetup = Date.now();
+
+    // --- chaos: faults on ---
+    const csiFaults: CsiFaultSettings = {
+      errorProbability: options.csiErrorProbability,
+      errorCodes: ["UNAVAILABLE", "DEADLINE_EXCEEDED"],
+      afterProbability: options.csiAfterProbability,
+      seed: options.seed,
+    };
+    await putJson(`${sandbox.csi.adminUrl}/faults`, csiFaults);
+    let tick = 0;
+    const apiFaultSettings = (): FaultSettings => ({
+      conflictProbability: options.apiConflictProbability,
+      errorProbability: options.apiErrorProbability,
+      // One code at a time in the sandbox, so the code flips every second: half 500s, half 503s.
+      errorCode: tick % 2 === 0 ? 500 : 503,
+      // Not watch: a failed watch only delays the forwarder, which the dispatcher's own faults already cover.
+      verbs: ["get", "list", "create", "update", "patch", "delete"],
+      seed: options.seed + tick,
+    });
+    await putJson(`${apiUrl}/_sandbox/faults`, apiFaultSettings());
+    let chaosOn = true;
+    const faultFlipper = (async () => {
+      while (chaosOn) {
+        await sleep(1000);
+        if (!chaosOn) break;
+        tick++;
+        await putJson(`${apiUrl}/_sandbox/faults`, apiFaultSettings()).catch(() => undefined);
+      }
+    })();
+    say("chaos: faults on, creating claims");
+
+    // Resync answers that were not 2xx (faults, or the instance was killed mid-pass): counted, and tried elsewhere.
+    let resyncFailures = 0;
+    let resyncs = 0;
+    const lastResync: Record<string, unknown> = {};
+    const resync = async (c: ControllerName): Promise<void> => {
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        const target = fleet.pick(c, random);
+        if (!target) {
+          await sleep(500);
+          continue;
+        }
+        try {
+          lastResync[c] = await getJson(`${target.url}/resync`, { method: "POST" });
+          resyncs++;
+          return;
+        } catch (err) {
+          resyncFailures++;
+          lastResync[c] = { error: String(err).slice(0, 300) };
+        }
+      }
+    };
+    // What a PingSource does in a cluster: lost events (DESIGN invariant 5) are repaired by the next pass.
+    const ticker = (async () => {
+      if (options.resyncIntervalMs <= 0) return;
+      while (chaosOn) {
+        await sleepWhile(options.resyncIntervalMs, () => chaosOn);
+        if (chaosOn) await Promise.all(controllerNames.map((c) => resync(c)));
+      }
+    })();
+
+    const killer = (async () => {
+      if (options.killIntervalMs <= 0) return;
+      while (chaosOn) {
+        await sleepWhile(options.killIntervalMs * (0.5 + random()), () => chaosOn);
+        if (chaosOn) fleet.killOne(random);
+      }
+    })();
+
+    const podCounts = { created: 0, deleted: 0 };
+    const livePods = new Map<string, number>();
+    const podDeletions = new Set<Promise<void>>();
+    const deletePod = (name: string): void => {
+      livePods.delete(name);
+      const p = harness
+        .delete(pods, name, namespace)
+        .then(() => void podCounts.deleted++)
+        .catch((err: unknown) => say(`pod ${name} delete failed: ${String(err)}`))
+        .finally(() => podDeletions.delete(p));
+      podDeletions.add(p);
+    };
+    const podChurn = (async () => {
+      if (options.maxPods <= 0) return;
+      const nodeNames = [nodeId, secondNodeName];
+      for (let i = 0; chaosOn; i++) {
+        await sleep(options.podIntervalMs);
+        const now = Date.now();
+        for (const [name, until] of livePods) if (until <= now) deletePod(name);
+        if (!chaosOn || livePods.size >= options.maxPods) continue;
+        const c = mainClaims[Math.floor(random() * mainClaims.length)]!;
+        const name = `pod-${i}`;
+        const node = nodeNames[Math.floor(random() * nodeNames.length)]!;
+        const lifetime =
+          options.podMinLifetimeMs + random() * (options.podMaxLifetimeMs - options.podMinLifetimeMs);
+        try {
+          await harness.create(pods, pod(name, c.name, node));
+          podCounts.created++;
+          livePods.set(name, Date.now() + lifetime);
+        } catch (err) {
+          say(`pod ${name} create failed: ${String(err)}`);
+        }
+      }
+    })();
+
+    const churnDeletions: Promise<void>[] = [];
+    const toCreate = shuffle([...mainClaims, ...churnClaims], random);
+    const creation = eachLimited(toCreate, options.createConcurrency, async (c) => {
+      await harness.create(persistentVolumeClaims, claim(c.name, c.role));
+      if (c.role === "churn-static" || c.role === "churn-dynamic") {
+        const delay = 200 + random() * 5000;
+        churnDeletions.push(
+          sleep(delay).then(() => harness.delete(persistentVolumeClaims, c.name, namespace)),
+        );
+      }
+    });
+
+    let created = false;
+    void creation.then(() => {
+      created = true;
+      say(`chaos: all ${toCreate.length} claims created`);
+    });
+    let lastProgress = Date.now();
+    for (;;) {
+      await sleep(250);
+      const elapsed = (Date.now() - tSetup) / 1000;
+      const bound = watchdog.boundClaims;
+      if (Date.now() - lastProgress >= 5000) {
+        lastProgress = Date.now();
+        const d = dispatcher.stats();
+        const f = fleet.stats();
+        say(
+          `chaos: ${bound}/${options.claims} bound, events ${d.received} in / ${d.delivered} delivered / ${d.dropped} dropped, kills ${f.killed}, pods ${livePods.size}`,
+        );
+      }
+      if (!created) continue;
+      if (elapsed < options.chaosSeconds) continue;
+      if (bound >= options.boundFractionToEndChaos * options.claims || elapsed >= options.maxChaosSeconds)
+        break;
+    }
+    await creation;
+    const boundWhenChaosEnded = watchdog.boundClaims;
+
+    // --- end of chaos: kills and pods stop, faults off, every pod goes ---
+    chaosOn = false;
+    await Promise.all([killer, podChurn, faultFlipper, ticker]);
+    await Promise.all(churnDeletions);
+    await fleet.restarts();
+    await getJson(`${apiUrl}/_sandbox/faults`, { method: "DELETE" });
+    await getJson(`${sandbox.csi.adminUrl}/faults`, { method: "DELETE" });
+    for (const name of [...livePods.keys()]) deletePod(name);
+    await Promise.all([...podDeletions]);
+    // Pods created by an attempt whose answer was lost exist without the harness knowing: list them.
+    for (const p of await harness.list<Pod>(pods)) deletePod(p.metadata.name);
+    await Promise.all([...podDeletions]);
+    const tChaos = Date.now();
+    say(
+      `settle: faults off, pods gone, ${boundWhenChaosEnded}/${options.claims} bound; resyncing until quiet`,
+    );
+
+    // --- settle: resync one instance of each controller until two passes write nothing ---
+    const counters = (): Promise<Record<string, number>> =>
+      getJson<Record<string, number>>(`${apiUrl}/_sandbox/counters`);
+    const drained = async (): Promise<void> => {
+      // Watch events of the last writes may still be on their way to the forwarder: a short pause first.
+      for (let i = 0; i < 600; i++) {
+        await sleep(i === 0 ? 500 : 100);
+        const waiting = forwarder.stats().destinations.reduce((n, d) => n + d.waiting + d.inFlight, 0);
+        if (waiting === 0 && dispatcher.isIdle) return;
+      }
+    };
+    let passes = 0;
+    let quiet = false;
+    let quietPasses = 0;
+    const settleDeadline = Date.now() + options.settleMaxSeconds * 1000;
+    while (passes < options.settleMaxPasses && Date.now() < settleDeadline) {
+      passes++;
+      const before = writeCounts(await counters()).objects;
+      await Promise.all(controllerNames.map((c) => resync(c)));
+      await drained();
+      const wrote = writeCounts(await counters()).objects - before;
+      quietPasses = wrote === 0 ? quietPasses + 1 : 0;
+      say(`settle: pass ${passes} wrote ${wrote} objects, ${watchdog.boundClaims}/${options.claims} bound`);
+      if (quietPasses < 2) continue;
+      // Quiet may only mean "backing off": wait for the latest retry-after a claim or attachment asked for.
+      const [cs, vas] = await Promise.all([
+        harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
+        harness.list<VolumeAttachment>(volumeAttachments),
+      ]);
+      const wait = pendingBackoffMs([...cs, ...vas], Date.now());
+      if (wait > 0 && Date.now() + wait < settleDeadline) {
+        say(`settle: quiet, but a retry is due in ${Math.ceil(wait / 1000)} s; waiting`);
+        await sleep(wait + 250);
+        quietPasses = 0;
+        continue;
+      }
+      quiet = true;
+      break;
+    }
+    const tSettle = Date.now();
+
+    // --- the verdict ---
+    const [claims, volumes, attachments, podList, backing, driverStats, finalCounters] = await Promise.all([
+      harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
+      harness.list<PersistentVolume>(persistentVolumes),
+      harness.list<VolumeAttachment>(volumeAttachments),
+      harness.list<Pod>(pods),
+      getJson<{ volumes: BackingVolume[] }>(`${sandbox.csi.adminUrl}/volumes`),
+      getJson<DriverStats>(`${sandbox.csi.adminUrl}/stats`),
+      counters(),
+    ]);
+    const seen = watchdog.report();
+    const result = checkInvariants(
+      { claims, volumes, attachments, pods: podList.length, backingVolumes: backing.volumes },
+      {
+        mainClaims: mainClaims.map((c) => claimKey(c.name)),
+        churnClaims: churnClaims.map((c) => claimKey(c.name)),
+        staticVolumes,
+        volumeNamePrefix: defaultProvisionerOptions(driverName).volumeNamePrefix,
+      },
+      seen,
+      trace,
+    );
+    const writes = writeCounts(finalCounters);
+    let csiInjected = 0;
+    let csiAfter = 0;
+    for (const v of Object.values(driverStats.injected)) {
+      csiInjected += (v?.before ?? 0) + (v?.after ?? 0);
+      csiAfter += v?.after ?? 0;
+    }
+    const controllerWrites = writes.objects - harness.writes;
+    const allZero = Object.values(result.counts).every((n) => n === 0);
+    const report: ChaosReport = {
+      ok: allZero && quiet,
+      parameters: options,
+      durationSeconds: {
+        total: (Date.now() - t0) / 1000,
+        setup: (tSetup - t0) / 1000,
+        chaos: (tChaos - tSetup) / 1000,
+        settle: (tSettle - tChaos) / 1000,
+      },
+      invariants: result.counts,
+      examples: result.examples,
+      claims: {
+        total: options.claims,
+        static: staticCount,
+        dynamic: dynamicCount,
+        churnCreatedAndDeleted: churnClaims.length,
+        boundWhenChaosEnded,
+        boundAtEnd: seen.boundClaims,
+      },
+      events: dispatcher.stats(),
+      kills: fleet.stats(),
+      injectedFaults: {
+        api: apiFaults,
+        csi: { total: csiInjected, workDoneBeforeError: csiAfter, byMethod: driverStats.injected },
+      },
+      writes: {
+        objectWrites: writes.objects,
+        harnessObjectWrites: harness.writes,
+        controllerObjectWrites: controllerWrites,
+        controllerObjectWritesPerClaim:
+          Math.round((controllerWrites / (options.claims + options.churnClaims)) * 100) / 100,
+        eventWrites: writes.events,
+        byResource: writes.byResource,
+      },
+      pods: podCounts,
+      settle: { passes, quiet, resyncs, resyncFailures, lastResync },
+      watchdog: { changesSeen: seen.changesSeen, attachedOnTwoNodes: seen.attachedOnTwoNodes.length },
+    };
+    say(`done: ok=${report.ok}`);
+    return report;
+  } finally {
+    await cleanup();
+  }
+}

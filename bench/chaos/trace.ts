@@ -1,0 +1,77 @@
+// A bounded per-volume timeline, so that a broken invariant comes with the
+// story of the objects behind it instead of a bare count: VolumeAttachment
+// and PV changes (from the watchdog) and the CSI driver's publish, unpublish,
+// create and delete calls with their outcome and the volume's published nodes
+// right after (from a wrapper around the in-process driver).
+import type { CsiDriver, CsiMethodName, CsiRequest, CsiResponse } from "../../sandbox/csi/driver.ts";
+
+const maxEntriesPerKey = 40;
+const maxKeys = 20_000;
+
+export class Trace {
+  private readonly started = Date.now();
+  private readonly entries = new Map<string, string[]>();
+  /** volume handle -> PV name, so driver calls land on the PV's timeline. */
+  private readonly pvOfHandle = new Map<string, string>();
+
+  notePvHandle(pv: string, handle: string): void {
+    this.pvOfHandle.set(handle, pv);
+  }
+
+  keyOfHandle(handle: string): string {
+    return this.pvOfHandle.get(handle) ?? handle;
+  }
+
+  add(key: string, what: string): void {
+    let list = this.entries.get(key);
+    if (!list) {
+      if (this.entries.size >= maxKeys) return;
+      list = [];
+      this.entries.set(key, list);
+    }
+    list.push(`+${Date.now() - this.started}ms ${what}`);
+    if (list.length > maxEntriesPerKey) list.shift();
+  }
+
+  of(key: string): string[] {
+    return [...(this.entries.get(key) ?? [])];
+  }
+
+  /** Records the driver's volume calls; returns a function that undoes the wrapping. */
+  wrapDriver(driver: CsiDriver): () => void {
+    const original = driver.invoke;
+    const invoke = original.bind(driver);
+    const traced = new Set<CsiMethodName>([
+      "CreateVolume",
+      "DeleteVolume",
+      "ControllerPublishVolume",
+      "ControllerUnpublishVolume",
+    ]);
+    driver.invoke = async <M extends CsiMethodName>(
+      method: M,
+      request: CsiRequest<M>,
+    ): Promise<CsiResponse<M>> => {
+      if (!traced.has(method)) return invoke(method, request);
+      const r = request as { volume_id?: string; node_id?: string; name?: string };
+      const what = `${method}${r.node_id ? ` node ${r.node_id}` : ""}`;
+      const keyOf = (id: string | undefined): string => (id ? this.keyOfHandle(id) : `name:${r.name}`);
+      try {
+        const response = await invoke(method, request);
+        const id = r.volume_id ?? (response as { volume?: { volume_id?: string } }).volume?.volume_id;
+        this.add(keyOf(id), `${what} ok; published on [${id ? driver.publishedNodes(id).join(",") : ""}]`);
+        return response;
+      } catch (err) {
+        const message = err instanceof Error ? err.message : String(err);
+        const id = r.volume_id;
+        this.add(
+          keyOf(id),
+          `${what} failed (${message.slice(0, 80)}); published on [${id ? driver.publishedNodes(id).join(",") : ""}]`,
+        );
+        throw err;
+      }
+    };
+    return () => {
+      driver.invoke = original;
+    };
+  }
+}

@@ -1,0 +1,213 @@
+// Invariants checked on every change while the run goes on, not only at the
+// end: the harness runs the sandbox in-process, so it subscribes to the
+// sandbox store (its "etcd") and sees every committed state, which is
+// stronger than sampling lists now and then. Cheap per change: each check
+// looks only at the objects the change touched.
+//
+// Checked continuously (each counts distinct objects that were ever in the bad state):
+// - rwoOnTwoNodes: a PV whose access modes allow a single node only (no
+//   ReadWriteMany / ReadOnlyMany) with VolumeAttachment objects for two
+//   different nodes at the same moment (terminating ones included: upstream
+//   counts a volume attached until its detach is confirmed). `attachedOnTwo`
+//   is the narrower case where both say status.attached.
+// - pvBoundToTwoClaims: a PV named by spec.volumeName of two claims that are
+//   both phase Bound at the same moment.
+// - staticPvDeleted: a pre-created static PV (Retain) that disappeared.
+import type { KubeObject, ObjectStore, StoredChange } from "../../sandbox/apiserver/store.ts";
+import type { Trace } from "./trace.ts";
+
+export interface Violation {
+  object: string;
+  detail: string;
+  /** ms since the watchdog started */
+  atMs: number;
+}
+
+export interface WatchdogReport {
+  rwoOnTwoNodes: Violation[];
+  attachedOnTwoNodes: Violation[];
+  pvBoundToTwoClaims: Violation[];
+  staticPvDeleted: Violation[];
+  /** How many of the tracked claims are Bound right now. */
+  boundClaims: number;
+  changesSeen: number;
+}
+
+type FoundKind = "rwoOnTwoNodes" | "attachedOnTwoNodes" | "pvBoundToTwoClaims" | "staticPvDeleted";
+
+interface MaybeSpec {
+  spec?: {
+    accessModes?: unknown;
+    volumeName?: unknown;
+    nodeName?: unknown;
+    source?: { persistentVolumeName?: unknown };
+    claimRef?: { name?: unknown; uid?: unknown };
+    csi?: { volumeHandle?: unknown };
+  };
+  status?: { phase?: unknown; attached?: unknown; attachError?: { message?: unknown } };
+}
+
+/** One line per change for the trace: what changed, in the terms the invariants use. */
+function describe(c: StoredChange): string {
+  const o = c.object as MaybeSpec;
+  const m = c.object.metadata;
+  const parts = [`${c.type} ${c.resource.kind} ${m.name}`, `rv ${m.resourceVersion}`];
+  if (m.deletionTimestamp) parts.push("deleting");
+  if (m.finalizers?.length) parts.push(`finalizers [${m.finalizers.join(",")}]`);
+  const phase = str(o.status?.phase);
+  if (phase) parts.push(`phase ${phase}`);
+  const volumeName = str(o.spec?.volumeName);
+  if (volumeName) parts.push(`volumeName ${volumeName}`);
+  const claimRef = o.spec?.claimRef;
+  if (claimRef) parts.push(`claimRef ${str(claimRef.name)}/${str(claimRef.uid)?.slice(0, 8)}`);
+  const node = str(o.spec?.nodeName);
+  if (node) parts.push(`node ${node} attached ${o.status?.attached === true}`);
+  const attachError = str(o.status?.attachError?.message);
+  if (attachError) parts.push(`attachError ${attachError.slice(0, 80)}`);
+  for (const [k, v] of Object.entries(m.annotations ?? {})) {
+    if (k.includes("lock") || k.endsWith("retry-after")) parts.push(`${k.slice(k.indexOf("/") + 1)}=${v}`);
+  }
+  return parts.join(" ");
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === "string" && v !== "" ? v : undefined;
+}
+
+function singleNode(pv: KubeObject): boolean {
+  const modes = (pv as MaybeSpec).spec?.accessModes;
+  if (!Array.isArray(modes) || modes.length === 0) return false;
+  return !modes.includes("ReadWriteMany") && !modes.includes("ReadOnlyMany");
+}
+
+export class Watchdog {
+  private readonly started = Date.now();
+  private readonly staticPvNames: ReadonlySet<string>;
+  private readonly trackedClaims: ReadonlySet<string>;
+  /** PV name -> VA name -> { node, attached } */
+  private readonly attachments = new Map<string, Map<string, { node: string; attached: boolean }>>();
+  /** PV name -> single-node access, from the PV's last state. */
+  private readonly pvSingleNode = new Map<string, boolean>();
+  /** PV name -> keys of Bound claims naming it. */
+  private readonly boundClaimsByPv = new Map<string, Set<string>>();
+  /** claim key -> the PV it was last seen Bound to. */
+  private readonly claimBoundTo = new Map<string, string>();
+  private readonly found: Record<FoundKind, Map<string, Violation>> = {
+    rwoOnTwoNodes: new Map<string, Violation>(),
+    attachedOnTwoNodes: new Map<string, Violation>(),
+    pvBoundToTwoClaims: new Map<string, Violation>(),
+    staticPvDeleted: new Map<string, Violation>(),
+  };
+  private changes = 0;
+  private unsubscribe: (() => void) | undefined;
+
+  private readonly trace: Trace;
+
+  constructor(options: { staticPvNames: Iterable<string>; trackedClaims: Iterable<string>; trace: Trace }) {
+    this.staticPvNames = new Set(options.staticPvNames);
+    this.trackedClaims = new Set(options.trackedClaims);
+    this.trace = options.trace;
+  }
+
+  watch(store: ObjectStore): void {
+    this.unsubscribe = store.subscribe((c) => this.onChange(c));
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+  }
+
+  private record(kind: FoundKind, object: string, detail: string): void {
+    const map = this.found[kind];
+    if (!map.has(object)) map.set(object, { object, detail, atMs: Date.now() - this.started });
+  }
+
+  private onChange(c: StoredChange): void {
+    this.changes++;
+    const kind = `${c.resource.group}/${c.resource.plural}`;
+    if (kind === "/persistentvolumes") this.onVolume(c);
+    else if (kind === "/persistentvolumeclaims") this.onClaim(c);
+    else if (kind === "storage.k8s.io/volumeattachments") this.onAttachment(c);
+  }
+
+  private onVolume(c: StoredChange): void {
+    const name = c.object.metadata.name ?? "";
+    const handle = str((c.object as MaybeSpec).spec?.csi?.volumeHandle);
+    if (handle) this.trace.notePvHandle(name, handle);
+    this.trace.add(name, describe(c));
+    if (c.type === "DELETED") {
+      if (this.staticPvNames.has(name)) this.record("staticPvDeleted", name, "static Retain PV deleted");
+      return;
+    }
+    this.pvSingleNode.set(name, singleNode(c.object));
+    this.checkAttachments(name);
+  }
+
+  private onClaim(c: StoredChange): void {
+    const key = `${c.object.metadata.namespace}/${c.object.metadata.name}`;
+    this.trace.add(key, describe(c));
+    const o = c.object as MaybeSpec;
+    const nowBoundTo =
+      c.type !== "DELETED" && o.status?.phase === "Bound" ? str(o.spec?.volumeName) : undefined;
+    const before = this.claimBoundTo.get(key);
+    if (before === nowBoundTo) return;
+    if (before !== undefined) {
+      this.boundClaimsByPv.get(before)?.delete(key);
+      this.claimBoundTo.delete(key);
+    }
+    if (nowBoundTo === undefined) return;
+    this.claimBoundTo.set(key, nowBoundTo);
+    const set = this.boundClaimsByPv.get(nowBoundTo) ?? new Set<string>();
+    set.add(key);
+    this.boundClaimsByPv.set(nowBoundTo, set);
+    if (set.size > 1) {
+      this.record("pvBoundToTwoClaims", nowBoundTo, `Bound claims at once: ${[...set].sort().join(", ")}`);
+    }
+  }
+
+  private onAttachment(c: StoredChange): void {
+    const o = c.object as MaybeSpec;
+    const pv = str(o.spec?.source?.persistentVolumeName);
+    if (!pv) return;
+    this.trace.add(pv, describe(c));
+    const name = c.object.metadata.name ?? "";
+    const byVa = this.attachments.get(pv) ?? new Map<string, { node: string; attached: boolean }>();
+    if (c.type === "DELETED") byVa.delete(name);
+    else byVa.set(name, { node: str(o.spec?.nodeName) ?? "", attached: o.status?.attached === true });
+    if (byVa.size === 0) this.attachments.delete(pv);
+    else this.attachments.set(pv, byVa);
+    this.checkAttachments(pv);
+  }
+
+  private checkAttachments(pv: string): void {
+    const byVa = this.attachments.get(pv);
+    if (!byVa || byVa.size < 2) return;
+    // An unknown PV (deleted, or not seen yet) counts as single-node: all volumes of this run are RWO.
+    if (this.pvSingleNode.get(pv) === false) return;
+    const nodes = new Set([...byVa.values()].map((a) => a.node));
+    if (nodes.size > 1)
+      this.record("rwoOnTwoNodes", pv, `VolumeAttachments on ${[...nodes].sort().join(", ")}`);
+    const attached = new Set([...byVa.values()].filter((a) => a.attached).map((a) => a.node));
+    if (attached.size > 1) {
+      this.record("attachedOnTwoNodes", pv, `attached on ${[...attached].sort().join(", ")}`);
+    }
+  }
+
+  /** Tracked claims currently Bound (from the last state seen). */
+  get boundClaims(): number {
+    let n = 0;
+    for (const key of this.claimBoundTo.keys()) if (this.trackedClaims.has(key)) n++;
+    return n;
+  }
+
+  report(): WatchdogReport {
+    return {
+      rwoOnTwoNodes: [...this.found.rwoOnTwoNodes.values()],
+      attachedOnTwoNodes: [...this.found.attachedOnTwoNodes.values()],
+      pvBoundToTwoClaims: [...this.found.pvBoundToTwoClaims.values()],
+      staticPvDeleted: [...this.found.staticPvDeleted.values()],
+      boundClaims: this.boundClaims,
+      changesSeen: this.changes,
+    };
+  }
+}

@@ -1,0 +1,164 @@
+// What the chaos run asks of the cluster: a second node, a StorageClass of
+// the sandbox CSI driver, static PVs (Retain) over backing volumes created
+// through the driver, claims for both, pods that come and go; plus the
+// harness's own API calls, which meet the same injected faults and so retry.
+import { isAlreadyExists, isNotFound, isTransient, statusCodeOf } from "../../shared/kube/api-errors.ts";
+import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import type { ResourceDescriptor } from "../../shared/kube/resources.ts";
+import type { KubeObject, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
+import { sleep } from "./options.ts";
+
+export const namespace = "default";
+export const dynamicClassName = "chaos-dynamic";
+export const secondNodeName = "chaos-node-b";
+export const claimSize = "1Gi";
+export const claimBytes = 1024 ** 3;
+
+export type ClaimRole = "static" | "dynamic" | "churn-static" | "churn-dynamic";
+
+/** A second Ready node with the driver registered, as test/attach/e2e.test.ts adds one. */
+export function secondNode(driverName: string, topologyKey: string, topologyValue: string): KubeObject[] {
+  return [
+    {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: {
+        name: secondNodeName,
+        // The same topology segment as the driver's node, so provisioned volumes may be used here too.
+        labels: { "kubernetes.io/hostname": secondNodeName, [topologyKey]: topologyValue },
+      },
+      spec: {},
+      status: { conditions: [{ type: "Ready", status: "True" }] },
+    },
+    {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: secondNodeName },
+      spec: { drivers: [{ name: driverName, nodeID: secondNodeName, topologyKeys: [topologyKey] }] },
+    },
+  ];
+}
+
+export function dynamicClass(driverName: string): KubeObject {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "StorageClass",
+    metadata: { name: dynamicClassName },
+    provisioner: driverName,
+    reclaimPolicy: "Delete",
+    volumeBindingMode: "Immediate",
+  };
+}
+
+export function staticVolume(name: string, driverName: string, volumeHandle: string): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name, labels: { "chaos.kube-storage-functions.io/role": "static" } },
+    spec: {
+      capacity: { storage: claimSize },
+      accessModes: ["ReadWriteOnce"],
+      persistentVolumeReclaimPolicy: "Retain",
+      // "" = no class: only claims asking for no class match it.
+      storageClassName: "",
+      volumeMode: "Filesystem",
+      csi: { driver: driverName, volumeHandle, fsType: "ext4" },
+    },
+  };
+}
+
+export function claim(name: string, role: ClaimRole): PersistentVolumeClaim {
+  const isStatic = role === "static" || role === "churn-static";
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: { name, namespace, labels: { "chaos.kube-storage-functions.io/role": role } },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      resources: { requests: { storage: claimSize } },
+      storageClassName: isStatic ? "" : dynamicClassName,
+      volumeMode: "Filesystem",
+    },
+  };
+}
+
+export function pod(name: string, claimName: string, nodeName: string): Pod {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace, labels: { "chaos.kube-storage-functions.io/role": "pod" } },
+    spec: {
+      nodeName,
+      containers: [{ name: "app", image: "busybox" }],
+      volumes: [{ name: "data", persistentVolumeClaim: { claimName } }],
+    },
+  };
+}
+
+/** Harness calls retried through injected faults; counted, since they are writes the controllers did not make. */
+export class HarnessClient {
+  readonly kube: KubeJsonClient;
+  writes = 0;
+  retries = 0;
+
+  constructor(kube: KubeJsonClient) {
+    this.kube = kube;
+  }
+
+  /** Bounded retries of 409 (injected on writes), 5xx/429 and transport errors. */
+  private async retrying<T>(write: boolean, call: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      if (write) this.writes++;
+      try {
+        return await call();
+      } catch (err) {
+        const again = statusCodeOf(err) === 409 || isTransient(err) || (statusCodeOf(err) ?? 0) >= 500;
+        if (!again || attempt >= 30) throw err;
+        this.retries++;
+        await sleep(Math.min(1000, 20 * 2 ** attempt));
+      }
+    }
+  }
+
+  /** Creates; an object that already exists (our earlier attempt got through) counts as created. */
+  async create(r: ResourceDescriptor, o: KubeObject): Promise<void> {
+    await this.retrying(true, async () => {
+      try {
+        await this.kube.create(r, o);
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err;
+      }
+    });
+  }
+
+  /** Deletes; an object already gone counts as deleted. */
+  async delete(r: ResourceDescriptor, name: string, ns?: string): Promise<void> {
+    await this.retrying(true, async () => {
+      try {
+        await this.kube.delete(r, name, ns);
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    });
+  }
+
+  list<T extends KubeObject>(r: ResourceDescriptor): Promise<T[]> {
+    return this.retrying(false, async () => (await this.kube.list<T>(r)).items);
+  }
+}
+
+/** Runs `work` over `items` with at most `concurrency` at once. */
+export async function eachLimited<T>(
+  items: readonly T[],
+  concurrency: number,
+  work: (item: T, index: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      await work(items[i]!, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, worker));
+}
