@@ -129,19 +129,21 @@ describe("provisioner function as a process", () => {
       body: JSON.stringify({ type: "ADDED", object: c }),
     }).catch(() => undefined);
     // Kill once the driver has the call (it is then sleeping its injected latency), however slow the machine is.
-    for (let i = 0; i < 200 && !((await sandbox.csi.stats()).calls.CreateVolume ?? 0); i++) {
+    const deadline = Date.now() + 20_000;
+    while (!((await sandbox.csi.stats()).calls.CreateVolume ?? 0)) {
+      assert.ok(Date.now() < deadline, "the provisioner never called CreateVolume");
       await new Promise((r) => setTimeout(r, 10));
     }
     first.child.kill("SIGKILL");
     await inFlight;
     await first.stop();
-    await new Promise((r) => setTimeout(r, 400)); // the driver finishes the orphaned CreateVolume
+    // The driver finishes the orphaned CreateVolume after its injected latency; wait for it however loaded the machine is.
+    while ((await sandbox.csi.volumes()).length === 0) {
+      assert.ok(Date.now() < deadline, "the dead process left no volume behind in the driver");
+      await new Promise((r) => setTimeout(r, 20));
+    }
     await sandbox.csi.clearFaults();
-    assert.equal(
-      (await sandbox.csi.volumes()).length,
-      1,
-      "the dead process left a volume behind in the driver",
-    );
+    assert.equal((await sandbox.csi.volumes()).length, 1, "exactly one orphaned volume in the driver");
     await system.kube.delete(persistentVolumeClaims, "killed", "default");
 
     const second = await startFunctionProcess("provisioner", env);
