@@ -14,7 +14,12 @@ import { isConflict, isNotFound, statusCodeOf } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { ConflictRetriesExhaustedError, updateObject } from "../../kube/optimistic-update.ts";
 import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
-import type { CSINode, PersistentVolume, VolumeAttachment } from "../../kube/types.ts";
+import type {
+  CSINode,
+  CSIPersistentVolumeSource,
+  PersistentVolume,
+  VolumeAttachment,
+} from "../../kube/types.ts";
 import { resolveSource } from "../attachment-source.ts";
 import {
   type AttachmentStatus,
@@ -43,6 +48,14 @@ export interface AttacherReport {
   object: string;
   outcome: string;
   error?: string;
+}
+
+/** What a successful ControllerPublishVolume needs remembered: for the status, and to take it back. */
+interface Published {
+  publishContext: Record<string, string>;
+  nodeId: string;
+  csi: CSIPersistentVolumeSource;
+  secrets: Record<string, string> | undefined;
 }
 
 export interface AttacherResyncReport {
@@ -235,16 +248,29 @@ export class AttacherController {
     handler: AttachHandler,
     forced: boolean,
   ): Promise<AttacherReport> {
-    let published: { publishContext: Record<string, string>; nodeId: string };
+    let published: Published;
     try {
       published = await this.publish(va, handler);
     } catch (err) {
       if (lostRace(err)) throw err;
       return this.failed(va.metadata.name, "attach", err);
     }
-    const written = await this.writeStatus(va.metadata.name, (s) =>
-      attachedStatus(s, published.publishContext),
+    const written = await this.writeStatus(
+      va.metadata.name,
+      (s) => attachedStatus(s, published.publishContext),
+      { goneIsFine: true },
     );
+    const finalizer = handler.finalizer;
+    if (!written || (finalizer !== undefined && !(written.metadata.finalizers ?? []).includes(finalizer))) {
+      // Observed: the publish landed after another sync detached and released this attachment (it is
+      // gone, or deleting without our finalizer). Nothing else will ever unpublish it: do it now.
+      // (A release that had not happened yet conflicts with this status write and detaches again.)
+      await this.unpublishReleased(va, published);
+      return {
+        object,
+        outcome: `published to node ${published.nodeId} after the attachment was released; unpublished again`,
+      };
+    }
     // The failures that led here are history; the next failure starts the backoff over.
     if (written && backoffKeysOn(written).length > 0) {
       await updateObject<VolumeAttachment>(
@@ -263,10 +289,7 @@ export class AttacherController {
    * checked before the VA gets our finalizer, since that finalizer blocks
    * the VA's deletion until a detach succeeds.
    */
-  private async publish(
-    va: VolumeAttachment,
-    handler: AttachHandler,
-  ): Promise<{ publishContext: Record<string, string>; nodeId: string }> {
+  private async publish(va: VolumeAttachment, handler: AttachHandler): Promise<Published> {
     const finalizer = handler.finalizer ?? "";
     const pv = await loadVolume(this.kube, va.spec.source.persistentVolumeName);
     const source = resolveSource(va, pv, { forAttach: true });
@@ -302,7 +325,39 @@ export class AttacherController {
         publishReadonly: handler.publish.publishReadonly,
       }),
     );
-    return { publishContext: response.publishContext ?? {}, nodeId: node.nodeId };
+    return {
+      publishContext: response.publishContext ?? {},
+      nodeId: node.nodeId,
+      csi: source.csi,
+      secrets: secrets.value,
+    };
+  }
+
+  /**
+   * Takes back a publish whose attachment was released meanwhile. The VA that would make a sender
+   * retry is gone, so the unpublish is retried here; if it still fails the error says what is left.
+   */
+  private async unpublishReleased(va: VolumeAttachment, published: Published): Promise<void> {
+    const request = buildUnpublishRequest({
+      csi: published.csi,
+      nodeId: published.nodeId,
+      secrets: published.secrets,
+    });
+    let last: unknown;
+    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
+      if (attempt > 1) await delay(Math.min(1000, 50 * 2 ** attempt));
+      try {
+        await this.csi.controllerUnpublishVolume(request);
+        return;
+      } catch (err) {
+        last = err;
+      }
+    }
+    throw new RetryLaterError(
+      `volume ${published.csi.volumeHandle} was published to node ${published.nodeId} after VolumeAttachment ${va.metadata.name} was released, and unpublishing it failed: ${messageOf(last)}`,
+      undefined,
+      { cause: last },
+    );
   }
 
   private async detach(
