@@ -4,11 +4,20 @@
 // and that it can do what the function is for. Any failure refuses the start
 // (serving the wrong driver's objects is worse than not starting) and closes
 // the client, so a Lambda retrying its cold start does not leak channels.
+// Only a transient answer (UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED) is tried
+// again, a few times: one blip of the driver should not cost a restart.
 
 import { type Env, positiveIntegerFromEnv } from "../config.ts";
 import type { CsiCapabilities } from "./capabilities.ts";
 import { CsiClient } from "./client.ts";
 import { csiEndpointFromEnv } from "./endpoint.ts";
+import { GrpcCode, grpcCodeOf } from "./errors.ts";
+
+const transientCodes: ReadonlySet<number | undefined> = new Set([
+  GrpcCode.UNAVAILABLE,
+  GrpcCode.DEADLINE_EXCEEDED,
+  GrpcCode.ABORTED,
+]);
 
 export interface ConnectDriverOptions {
   env: Env;
@@ -19,6 +28,10 @@ export interface ConnectDriverOptions {
    * has. The answer completes "driver <name> …", e.g. "does not support X".
    */
   require?: (capabilities: CsiCapabilities) => string | undefined;
+  /** Attempts when the driver answers a transient error. Default 5. */
+  attempts?: number;
+  /** Wait before the second attempt, doubling after; default 200 ms. */
+  retryDelayMs?: number;
 }
 
 export interface ConnectedDriver {
@@ -29,6 +42,19 @@ export interface ConnectedDriver {
 }
 
 export async function connectDriver(options: ConnectDriverOptions): Promise<ConnectedDriver> {
+  const attempts = options.attempts ?? 5;
+  const retryDelayMs = options.retryDelayMs ?? 200;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connectOnce(options);
+    } catch (err) {
+      if (attempt >= attempts || !transientCodes.has(grpcCodeOf(err))) throw err;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(5000, retryDelayMs * 2 ** (attempt - 1))));
+    }
+  }
+}
+
+async function connectOnce(options: ConnectDriverOptions): Promise<ConnectedDriver> {
   const { env } = options;
   const timeoutSeconds = positiveIntegerFromEnv(env, "CSI_TIMEOUT_SECONDS", options.defaultTimeoutSeconds);
   const csi = await CsiClient.connect({

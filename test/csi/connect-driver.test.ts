@@ -50,3 +50,33 @@ test("refuses another driver than DRIVER_NAME, a missing capability and a bad ti
     },
   );
 });
+
+test("tries again when the driver answers UNAVAILABLE at start, and gives up after the attempts", async () => {
+  const env = { CSI_ENDPOINT: sandbox.csiEndpoint, DRIVER_NAME: "hostpath.csi.k8s.io" };
+  const methods = ["GetPluginInfo", "GetPluginCapabilities", "ControllerGetCapabilities"];
+  await sandbox.csi.resetStats();
+  // Seeded: of the first calls some fail, and 20 attempts cannot all meet a failure at 50 %.
+  await sandbox.csi.setFaults({ errorProbability: 0.5, errorCodes: ["UNAVAILABLE"], methods, seed: 7 });
+  try {
+    const { csi, driverName } = await connectDriver({
+      env,
+      defaultTimeoutSeconds: 10,
+      attempts: 20,
+      retryDelayMs: 1,
+    });
+    csi.close();
+    assert.equal(driverName, "hostpath.csi.k8s.io");
+    const calls = (await sandbox.csi.stats()).calls;
+    assert.ok((calls.GetPluginInfo ?? 0) + (calls.GetPluginCapabilities ?? 0) > 2, JSON.stringify(calls));
+    await sandbox.csi.setFaults({ errorProbability: 1, errorCodes: ["UNAVAILABLE"], methods });
+    await assert.rejects(
+      connectDriver({ env, defaultTimeoutSeconds: 10, attempts: 3, retryDelayMs: 1 }),
+      (err) => {
+        assert.match(String(err), /UNAVAILABLE|unavailable/i);
+        return true;
+      },
+    );
+  } finally {
+    await sandbox.csi.clearFaults();
+  }
+});
