@@ -80,6 +80,15 @@ export function isConflict(err: unknown): boolean {
   return reason === undefined || reason === "" || reason === "Conflict";
 }
 
+/**
+ * A write lost to another writer: a stale resourceVersion (409 Conflict), or
+ * the object deleted between the read and the write (404). Either way the
+ * answer is to read again and decide on what is there now.
+ */
+export function lostToConcurrentWriter(err: unknown): boolean {
+  return isConflict(err) || isNotFound(err);
+}
+
 export function isAlreadyExists(err: unknown): boolean {
   return statusCodeOf(err) === 409 && reasonOf(err) === "AlreadyExists";
 }

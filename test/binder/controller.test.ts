@@ -278,4 +278,34 @@ describe("binder controller over the sandbox", () => {
     assert.match(e?.waitingFor ?? "", /administrator to create a matching PersistentVolume/);
     assert.equal(await binder.explain("default", "nope"), undefined);
   });
+
+  it("a claim deleted between the read and the write is a lost race: read again, not a 500", async () => {
+    await kube.create(persistentVolumes, pv("pv-gone", "1Gi"));
+    await kube.create(persistentVolumeClaims, pvc("claim-gone", "1Gi"));
+    await settleVolume("pv-gone");
+    // Claim writes wait 1 s at the server, so the claim can be deleted after the PV took its claimRef.
+    await sandbox.admin.setFaults({
+      latencyMs: 1000,
+      verbs: ["update", "patch"],
+      resources: ["persistentvolumeclaims"],
+    });
+    try {
+      const syncing = binder.syncClaimByKey("default", "claim-gone");
+      const deadline = Date.now() + 20_000;
+      while (!(await kube.get<PersistentVolume>(persistentVolumes, "pv-gone")).spec.claimRef) {
+        assert.ok(Date.now() < deadline, "the binder never wrote the PV's claimRef");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await kube.delete(persistentVolumeClaims, "claim-gone", "default");
+      const report = await syncing;
+      assert.doesNotMatch(report.outcome, /bound/i, JSON.stringify(report));
+      assert.ok(report.attempts >= 2, JSON.stringify(report));
+    } finally {
+      await sandbox.admin.clearFaults();
+    }
+    // The PV names a claim that is gone: the volume's own sync releases it (Retain keeps it).
+    await settleVolume("pv-gone");
+    const after = await kube.get<PersistentVolume>(persistentVolumes, "pv-gone");
+    assert.equal(after.status?.phase, "Released");
+  });
 });

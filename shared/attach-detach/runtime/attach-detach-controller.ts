@@ -4,7 +4,7 @@
 // the Node) and the plan is written with conditional writes.
 import { setTimeout as delay } from "node:timers/promises";
 import type { Controller, ControllerEvent } from "../../http/controller-function.ts";
-import { isAlreadyExists, isConflict, isNotFound } from "../../kube/api-errors.ts";
+import { isAlreadyExists, isNotFound, lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
@@ -163,7 +163,7 @@ export class AttachDetachController implements Controller {
       try {
         return await this.reconcileOnce(nodeName, hintVolumes);
       } catch (err) {
-        if (!isConflict(err)) throw err;
+        if (!lostToConcurrentWriter(err)) throw err;
         last = err;
       }
     }

@@ -10,7 +10,7 @@ import type { CsiClient } from "../../csi/client.ts";
 import { grpcCodeOf } from "../../csi/errors.ts";
 import type { ControllerEvent } from "../../http/controller-function.ts";
 import { RetryLaterError } from "../../http/errors.ts";
-import { isConflict, isNotFound, statusCodeOf } from "../../kube/api-errors.ts";
+import { isNotFound, lostToConcurrentWriter, statusCodeOf } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { ConflictRetriesExhaustedError, updateObject } from "../../kube/optimistic-update.ts";
 import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
@@ -105,7 +105,7 @@ function messageOf(err: unknown): string {
 
 /** Lost a race: re-read and decide again rather than record an error. */
 function lostRace(err: unknown): boolean {
-  return isConflict(err) || err instanceof StaleReadError;
+  return lostToConcurrentWriter(err) || err instanceof StaleReadError;
 }
 
 /** Upstream's prefixes for failed writes ("could not save VolumeAttachment: ..."), races left alone. */

@@ -4,7 +4,7 @@
 // upstream would enqueue are processed in the same call.
 import { setTimeout as delay } from "node:timers/promises";
 import type { ControllerEvent } from "../../http/controller-function.ts";
-import { isConflict } from "../../kube/api-errors.ts";
+import { lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
@@ -173,7 +173,7 @@ export class BinderController {
           ...(plan.error !== undefined ? { error: plan.error } : {}),
         };
       } catch (err) {
-        if (!isConflict(err)) throw err;
+        if (!lostToConcurrentWriter(err)) throw err;
         lastConflict = err;
       }
     }

@@ -8,7 +8,7 @@ import type { CsiClient } from "../../csi/client.ts";
 import { classifyCsiError, GrpcCode, grpcCodeOf } from "../../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../../csi/types.ts";
 import { RetryLaterError } from "../../http/errors.ts";
-import { isAlreadyExists, isConflict, isNotFound } from "../../kube/api-errors.ts";
+import { isAlreadyExists, isNotFound, lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
@@ -145,7 +145,7 @@ export class ProvisionerController {
       try {
         return await work();
       } catch (err) {
-        if (!isConflict(err)) throw err;
+        if (!lostToConcurrentWriter(err)) throw err;
         last = err;
       }
     }
