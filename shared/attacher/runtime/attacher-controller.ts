@@ -255,21 +255,44 @@ export class AttacherController {
       if (lostRace(err)) throw err;
       return this.failed(va.metadata.name, "attach", err);
     }
-    const written = await this.writeStatus(
-      va.metadata.name,
-      (s) => attachedStatus(s, published.publishContext),
-      { goneIsFine: true },
-    );
     const finalizer = handler.finalizer;
-    if (!written || (finalizer !== undefined && !(written.metadata.finalizers ?? []).includes(finalizer))) {
-      // Observed: the publish landed after another sync detached and released this attachment (it is
-      // gone, or deleting without our finalizer). Nothing else will ever unpublish it: do it now.
-      // (A release that had not happened yet conflicts with this status write and detaches again.)
+    let released = false;
+    let written: VolumeAttachment | undefined;
+    try {
+      const r = await updateObject<VolumeAttachment>(
+        this.kube,
+        volumeAttachments,
+        { name: va.metadata.name },
+        (current) => {
+          // Observed: another VA of this name (deleted and created again), or ours deleting without our
+          // finalizer: another sync detached and released it while the publish was in flight.
+          released =
+            current.metadata.uid !== va.metadata.uid ||
+            (finalizer !== undefined && !(current.metadata.finalizers ?? []).includes(finalizer));
+          return released
+            ? undefined
+            : { ...current, status: attachedStatus(current.status, published.publishContext) };
+        },
+        { subresource: "status" },
+      );
+      written = r.object;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      released = true; // Observed: the VA is gone, released by another sync.
+    }
+    if (released || !written) {
+      // Nothing else will ever unpublish this publish: do it now. A release that had not happened
+      // yet conflicts with the status write above, so that sync detaches again.
       await this.unpublishReleased(va, published);
-      return {
-        object,
-        outcome: `published to node ${published.nodeId} after the attachment was released; unpublished again`,
-      };
+      const outcome = `published to node ${published.nodeId} after the attachment was released; unpublished again`;
+      // A new VA of this name (same volume, same node) may have been published meanwhile and lost that
+      // publish to the unpublish above: publish it again. One created later publishes on its own sync.
+      const successor = await this.getAttachment(va.metadata.name);
+      if (successor && successor.metadata.uid !== va.metadata.uid) {
+        const again = await this.syncAttachment(va.metadata.name, { force: true });
+        return { object, outcome: `${outcome}; the new attachment: ${again.outcome}` };
+      }
+      return { object, outcome };
     }
     // The failures that led here are history; the next failure starts the backoff over.
     if (written && backoffKeysOn(written).length > 0) {
