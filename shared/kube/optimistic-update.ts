@@ -6,7 +6,7 @@
 
 import { setTimeout as delay } from "node:timers/promises";
 import { isDeepStrictEqual } from "node:util";
-import { apiStatusOf, isConflict } from "./api-errors.ts";
+import { apiStatusOf, isConflict, lostToConcurrentWriter } from "./api-errors.ts";
 import type { KubeJsonClient } from "./json-client.ts";
 import type { ResourceDescriptor } from "./resources.ts";
 import type { KubeObject } from "./types.ts";
@@ -86,6 +86,36 @@ export function backoffDelayMs(attempt: number, options: RetryOptions = {}): num
   const ceiling = Math.min(cap, base * 2 ** Math.max(0, attempt - 1));
   // Equal jitter: at least half the ceiling, so retries spread out but never collapse to zero.
   return ceiling / 2 + random() * (ceiling / 2);
+}
+
+export interface LostRaceRetryOptions extends RetryOptions {
+  /** Which errors mean "another writer moved first". Default: lostToConcurrentWriter (409 or 404). */
+  lostRace?: (err: unknown) => boolean;
+}
+
+/**
+ * Runs a whole read → decide → write pass again, on fresh state, while its
+ * writes lose to another writer; gives up with ConflictRetriesExhaustedError.
+ * The controllers' syncs use it so a lost race is never answered as an error.
+ */
+export async function retryWhileLosingRaces<T>(
+  work: (attempt: number) => Promise<T>,
+  options: LostRaceRetryOptions = {},
+): Promise<T> {
+  const maxAttempts = Math.max(1, Math.floor(options.maxAttempts ?? 5));
+  const lostRace = options.lostRace ?? lostToConcurrentWriter;
+  const sleep = options.sleep ?? ((ms: number) => delay(ms).then(() => undefined));
+  let last: unknown;
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    if (attempt > 1) await sleep(backoffDelayMs(attempt - 1, { baseDelayMs: 40, ...options }));
+    try {
+      return await work(attempt);
+    } catch (err) {
+      if (!lostRace(err)) throw err;
+      last = err;
+    }
+  }
+  throw new ConflictRetriesExhaustedError(maxAttempts, last);
 }
 
 export async function updateWithRetry<T extends VersionedObject>(

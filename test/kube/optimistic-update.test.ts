@@ -7,6 +7,7 @@ import {
   backoffDelayMs,
   ConflictRetriesExhaustedError,
   type Mutate,
+  retryWhileLosingRaces,
   UnconditionalWriteError,
   type UpdateObjectOptions,
   updateObject,
@@ -496,5 +497,50 @@ describe("against the sandbox", () => {
     // The write answers carry them too (what a caller would write next).
     assert.deepEqual(spec.object.spec.someFutureField, someFutureField);
     assert.deepEqual(status.object.spec.someFutureField, someFutureField);
+  });
+});
+
+describe("retryWhileLosingRaces", () => {
+  const sleep = async (): Promise<void> => undefined;
+  const status = (code: number): ApiException<string> => new ApiException(code, "lost", "{}", {});
+
+  test("runs the pass again after a 409 or a 404 and returns what the last pass returned", async () => {
+    const thrown = [status(409), status(404)];
+    const attempts: number[] = [];
+    const result = await retryWhileLosingRaces(
+      async (attempt) => {
+        attempts.push(attempt);
+        const err = thrown.shift();
+        if (err) throw err;
+        return "done";
+      },
+      { sleep },
+    );
+    assert.equal(result, "done");
+    assert.deepEqual(attempts, [1, 2, 3]);
+  });
+
+  test("any other error ends it at once; endless races end in ConflictRetriesExhaustedError", async () => {
+    let calls = 0;
+    await assert.rejects(
+      retryWhileLosingRaces(
+        async () => {
+          calls++;
+          throw status(500);
+        },
+        { sleep },
+      ),
+      { code: 500 },
+    );
+    assert.equal(calls, 1);
+    await assert.rejects(
+      retryWhileLosingRaces(
+        async () => {
+          throw status(409);
+        },
+        { sleep, maxAttempts: 3 },
+      ),
+      (err) => err instanceof ConflictRetriesExhaustedError && err.attempts === 3,
+    );
   });
 });

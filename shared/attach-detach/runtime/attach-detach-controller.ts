@@ -1,13 +1,8 @@
-// The attach/detach controller's reconcile as a stateless controller: an
-// event names the nodes it affects; each node is reconciled from a fresh
-// read (pods there, their claims and PVs, every VolumeAttachment, CSIDrivers,
-// the Node) and the plan is written with conditional writes.
-import { setTimeout as delay } from "node:timers/promises";
 import type { Controller, ControllerEvent } from "../../http/controller-function.ts";
-import { isAlreadyExists, isNotFound, lostToConcurrentWriter } from "../../kube/api-errors.ts";
+import { isAlreadyExists, isNotFound } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
+import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import {
   csiDrivers,
   nodes,
@@ -157,17 +152,9 @@ export class AttachDetachController implements Controller {
     nodeName: string,
     hintVolumes: string[] = [],
   ): Promise<{ report: NodeReport; released: string[] }> {
-    let last: unknown;
-    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await delay(Math.min(1000, 10 * 2 ** attempt) * (0.5 + Math.random() / 2));
-      try {
-        return await this.reconcileOnce(nodeName, hintVolumes);
-      } catch (err) {
-        if (!lostToConcurrentWriter(err)) throw err;
-        last = err;
-      }
-    }
-    throw new ConflictRetriesExhaustedError(this.maxAttempts, last);
+    return retryWhileLosingRaces(() => this.reconcileOnce(nodeName, hintVolumes), {
+      maxAttempts: this.maxAttempts,
+    });
   }
 
   private async reconcileOnce(

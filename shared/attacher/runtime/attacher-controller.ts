@@ -12,7 +12,7 @@ import type { ControllerEvent } from "../../http/controller-function.ts";
 import { RetryLaterError } from "../../http/errors.ts";
 import { isNotFound, lostToConcurrentWriter, statusCodeOf } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { ConflictRetriesExhaustedError, updateObject } from "../../kube/optimistic-update.ts";
+import { retryWhileLosingRaces, updateObject } from "../../kube/optimistic-update.ts";
 import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
 import type {
   CSINode,
@@ -197,18 +197,8 @@ export class AttacherController {
   }
 
   /** Runs `work` again on fresh state when a conditional write lost a race. */
-  private async retryOnConflict(work: () => Promise<AttacherReport>): Promise<AttacherReport> {
-    let last: unknown;
-    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await delay(Math.min(1000, 10 * 2 ** attempt) * (0.5 + Math.random() / 2));
-      try {
-        return await work();
-      } catch (err) {
-        if (!lostRace(err)) throw err;
-        last = err;
-      }
-    }
-    throw new ConflictRetriesExhaustedError(this.maxAttempts, last);
+  private retryOnConflict(work: () => Promise<AttacherReport>): Promise<AttacherReport> {
+    return retryWhileLosingRaces(work, { maxAttempts: this.maxAttempts, lostRace });
   }
 
   // ---- VolumeAttachments -----------------------------------------------------

@@ -1,12 +1,6 @@
-// The PersistentVolume binder as a stateless controller: one event in,
-// rehydrate from the API, decide (pure), write with optimistic concurrency.
-// A 409 re-runs the whole sync on fresh state (bounded); follow-ups that
-// upstream would enqueue are processed in the same call.
-import { setTimeout as delay } from "node:timers/promises";
 import type { ControllerEvent } from "../../http/controller-function.ts";
-import { lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
+import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 import { type ClaimExplanation, explainClaim } from "../explain.ts";
@@ -151,17 +145,15 @@ export class BinderController {
   }
 
   /** Read → decide → write; a conflict means someone else moved first: decide again on fresh state. */
-  private async retryOnConflict(
+  private retryOnConflict(
     object: string,
     decide: () => Promise<{ plan: SyncPlan | undefined; outcome?: string }>,
   ): Promise<SyncReport & { followUps?: FollowUp[] }> {
-    let lastConflict: unknown;
-    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await delay(Math.min(1000, 10 * 2 ** attempt) * (0.5 + Math.random() / 2));
-      const { plan, outcome } = await decide();
-      if (!plan)
-        return { object, outcome: outcome ?? "nothing to do", writes: 0, events: 0, attempts: attempt };
-      try {
+    return retryWhileLosingRaces(
+      async (attempt) => {
+        const { plan, outcome } = await decide();
+        if (!plan)
+          return { object, outcome: outcome ?? "nothing to do", writes: 0, events: 0, attempts: attempt };
         const done = await executePlan(this.kube, this.events, plan);
         return {
           object,
@@ -172,12 +164,9 @@ export class BinderController {
           followUps: plan.followUps,
           ...(plan.error !== undefined ? { error: plan.error } : {}),
         };
-      } catch (err) {
-        if (!lostToConcurrentWriter(err)) throw err;
-        lastConflict = err;
-      }
-    }
-    throw new ConflictRetriesExhaustedError(this.maxAttempts, lastConflict);
+      },
+      { maxAttempts: this.maxAttempts },
+    );
   }
 
   /** The periodic pass that repairs lost events: every claim, then every volume. */

@@ -1,17 +1,11 @@
-// The CSI external-provisioner as a stateless controller. Claims: add the
-// intent finalizer, CreateVolume, record the volume in a PV, and clean up
-// intents whose claim went away, so no backing volume is ever leaked. PVs:
-// delete the backing volume of a released Delete volume and keep the PV
-// finalizer in step. State that must survive lives in the API objects.
-import { setTimeout as delay } from "node:timers/promises";
 import type { CsiClient } from "../../csi/client.ts";
 import { classifyCsiError, GrpcCode, grpcCodeOf } from "../../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../../csi/types.ts";
 import { RetryLaterError } from "../../http/errors.ts";
-import { isAlreadyExists, isNotFound, lostToConcurrentWriter } from "../../kube/api-errors.ts";
+import { isAlreadyExists, isNotFound } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { ConflictRetriesExhaustedError } from "../../kube/optimistic-update.ts";
+import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { progressEventsDue } from "../../kube/progress-events.ts";
 import {
   persistentVolumeClaims,
@@ -138,18 +132,8 @@ export class ProvisionerController {
   }
 
   /** Runs `work` again on fresh state when a conditional write lost a race. */
-  private async retryOnConflict(work: () => Promise<ProvisionerReport>): Promise<ProvisionerReport> {
-    let last: unknown;
-    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await delay(Math.min(1000, 10 * 2 ** attempt) * (0.5 + Math.random() / 2));
-      try {
-        return await work();
-      } catch (err) {
-        if (!lostToConcurrentWriter(err)) throw err;
-        last = err;
-      }
-    }
-    throw new ConflictRetriesExhaustedError(this.maxAttempts, last);
+  private retryOnConflict(work: () => Promise<ProvisionerReport>): Promise<ProvisionerReport> {
+    return retryWhileLosingRaces(work, { maxAttempts: this.maxAttempts });
   }
 
   // ---- claims -------------------------------------------------------------
