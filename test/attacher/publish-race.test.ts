@@ -28,11 +28,10 @@ after(async () => {
   await sandbox.close();
 });
 
-it("publish lands after another instance detached and released the VA: unpublished again, nothing left published", async () => {
-  const a = new AttacherController({ kube, csi, driverName });
-  const b = new AttacherController({ kube, csi, driverName });
+/** A Retain PV on a real driver volume and its VA to sandbox-node; returns the volume handle. */
+async function volumeWithAttachment(name: string): Promise<{ handle: string; attachment: VolumeAttachment }> {
   const created = await csi.createVolume({
-    name: "race",
+    name,
     capacityRange: { requiredBytes: 1n << 30n },
     volumeCapabilities: [{ mount: { fsType: "ext4" }, accessMode: { mode: "SINGLE_NODE_WRITER" } }],
   });
@@ -40,7 +39,7 @@ it("publish lands after another instance detached and released the VA: unpublish
   await kube.create(persistentVolumes, {
     apiVersion: "v1",
     kind: "PersistentVolume",
-    metadata: { name: "pv-race" },
+    metadata: { name: `pv-${name}` },
     spec: {
       capacity: { storage: "1Gi" },
       accessModes: ["ReadWriteOnce"],
@@ -48,20 +47,34 @@ it("publish lands after another instance detached and released the VA: unpublish
       csi: { driver: driverName, volumeHandle: handle },
     },
   });
-  await kube.create(volumeAttachments, {
+  const attachment: VolumeAttachment = {
     apiVersion: "storage.k8s.io/v1",
     kind: "VolumeAttachment",
-    metadata: { name: "va-race" },
-    spec: { attacher: driverName, nodeName: "sandbox-node", source: { persistentVolumeName: "pv-race" } },
-  });
+    metadata: { name: `va-${name}` },
+    spec: { attacher: driverName, nodeName: "sandbox-node", source: { persistentVolumeName: `pv-${name}` } },
+  };
+  await kube.create(volumeAttachments, attachment);
+  return { handle, attachment };
+}
+
+/** Slows ControllerPublishVolume down and starts `sync`; resolves once the driver has the call. */
+async function startSlowPublish<T>(sync: () => Promise<T>): Promise<{ result: Promise<T> }> {
   await sandbox.csi.setFaults({ latencyMs: 1500, methods: ["ControllerPublishVolume"] });
   await sandbox.csi.resetStats();
-  const attaching = a.syncAttachment("va-race");
+  const result = sync();
   const deadline = Date.now() + 20_000;
   while (!((await sandbox.csi.stats()).calls.ControllerPublishVolume ?? 0)) {
-    assert.ok(Date.now() < deadline, "A never called ControllerPublishVolume");
+    assert.ok(Date.now() < deadline, "the attacher never called ControllerPublishVolume");
     await new Promise((r) => setTimeout(r, 10));
   }
+  return { result };
+}
+
+it("publish lands after another instance detached and released the VA: unpublished again, nothing left published", async () => {
+  const a = new AttacherController({ kube, csi, driverName });
+  const b = new AttacherController({ kube, csi, driverName });
+  const { handle } = await volumeWithAttachment("race");
+  const { result: attaching } = await startSlowPublish(() => a.syncAttachment("va-race"));
   // A is inside the slow publish, the VA holds its finalizer. The pod goes; B detaches.
   await kube.delete(volumeAttachments, "va-race");
   const detached = await b.syncAttachment("va-race");
@@ -79,38 +92,8 @@ it("publish lands after another instance detached and released the VA: unpublish
 it("the released VA was created again and attached meanwhile: the late publish's unpublish is followed by a publish for the new VA", async () => {
   const a = new AttacherController({ kube, csi, driverName });
   const b = new AttacherController({ kube, csi, driverName });
-  const created = await csi.createVolume({
-    name: "race-2",
-    capacityRange: { requiredBytes: 1n << 30n },
-    volumeCapabilities: [{ mount: { fsType: "ext4" }, accessMode: { mode: "SINGLE_NODE_WRITER" } }],
-  });
-  const handle = created.volume?.volumeId ?? "";
-  await kube.create(persistentVolumes, {
-    apiVersion: "v1",
-    kind: "PersistentVolume",
-    metadata: { name: "pv-race-2" },
-    spec: {
-      capacity: { storage: "1Gi" },
-      accessModes: ["ReadWriteOnce"],
-      persistentVolumeReclaimPolicy: "Retain",
-      csi: { driver: driverName, volumeHandle: handle },
-    },
-  });
-  const attachment = {
-    apiVersion: "storage.k8s.io/v1",
-    kind: "VolumeAttachment",
-    metadata: { name: "va-race-2" },
-    spec: { attacher: driverName, nodeName: "sandbox-node", source: { persistentVolumeName: "pv-race-2" } },
-  };
-  await kube.create(volumeAttachments, attachment);
-  await sandbox.csi.setFaults({ latencyMs: 1500, methods: ["ControllerPublishVolume"] });
-  await sandbox.csi.resetStats();
-  const attaching = a.syncAttachment("va-race-2");
-  const deadline = Date.now() + 20_000;
-  while (!((await sandbox.csi.stats()).calls.ControllerPublishVolume ?? 0)) {
-    assert.ok(Date.now() < deadline, "A never called ControllerPublishVolume");
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  const { handle, attachment } = await volumeWithAttachment("race-2");
+  const { result: attaching } = await startSlowPublish(() => a.syncAttachment("va-race-2"));
   await kube.delete(volumeAttachments, "va-race-2");
   assert.match((await b.syncAttachment("va-race-2")).outcome, /detached from node/);
   // A new pod on the same node: the same VA name again, attached by B at once (fast driver now).

@@ -247,29 +247,18 @@ export class AttacherController {
     }
     const finalizer = handler.finalizer;
     let released = false;
-    let written: VolumeAttachment | undefined;
-    try {
-      const r = await updateObject<VolumeAttachment>(
-        this.kube,
-        volumeAttachments,
-        { name: va.metadata.name },
-        (current) => {
-          // Observed: another VA of this name (deleted and created again), or ours deleting without our
-          // finalizer: another sync detached and released it while the publish was in flight.
-          released =
-            current.metadata.uid !== va.metadata.uid ||
-            (finalizer !== undefined && !(current.metadata.finalizers ?? []).includes(finalizer));
-          return released
-            ? undefined
-            : { ...current, status: attachedStatus(current.status, published.publishContext) };
-        },
-        { subresource: "status" },
-      );
-      written = r.object;
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-      released = true; // Observed: the VA is gone, released by another sync.
-    }
+    const written = await this.writeStatus(
+      va.metadata.name,
+      (status, current) => {
+        // Observed: another VA of this name (deleted and created again), or ours deleting without our
+        // finalizer: another sync detached and released it while the publish was in flight.
+        released =
+          current.metadata.uid !== va.metadata.uid ||
+          (finalizer !== undefined && !(current.metadata.finalizers ?? []).includes(finalizer));
+        return released ? undefined : attachedStatus(status, published.publishContext);
+      },
+      { goneIsFine: true }, // Observed when undefined: the VA is gone, released by another sync.
+    );
     if (released || !written) {
       // Nothing else will ever unpublish this publish: do it now. A release that had not happened
       // yet conflicts with the status write above, so that sync detaches again.
@@ -285,7 +274,7 @@ export class AttacherController {
       return { object, outcome };
     }
     // The failures that led here are history; the next failure starts the backoff over.
-    if (written && backoffKeysOn(written).length > 0) {
+    if (backoffKeysOn(written).length > 0) {
       await updateObject<VolumeAttachment>(
         this.kube,
         volumeAttachments,
@@ -550,7 +539,7 @@ export class AttacherController {
   /** A conditional write of the VA's /status (re-read on conflict: the new status is a fact, not a decision). */
   private async writeStatus(
     name: string,
-    next: (status: AttachmentStatus | undefined) => AttachmentStatus,
+    next: (status: AttachmentStatus | undefined, current: VolumeAttachment) => AttachmentStatus | undefined,
     options: { goneIsFine?: boolean } = {},
   ): Promise<VolumeAttachment | undefined> {
     try {
@@ -558,7 +547,11 @@ export class AttacherController {
         this.kube,
         volumeAttachments,
         { name },
-        (current) => ({ ...current, status: next(current.status) }),
+        (current) => {
+          // undefined from `next`: nothing to write.
+          const status = next(current.status, current);
+          return status === undefined ? undefined : { ...current, status };
+        },
         { subresource: "status" },
       );
       return r.object;
