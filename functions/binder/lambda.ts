@@ -4,4 +4,8 @@
 import { lambdaHandler } from "../lambda-adapter.ts";
 import { build } from "./main.ts";
 
-export const handler = lambdaHandler("binder", async () => (await build()).app);
+// No watched volume cache: a frozen Lambda cannot keep a watch open.
+export const handler = lambdaHandler(
+  "binder",
+  async () => (await build({ ...process.env, BINDER_VOLUME_CACHE: "false" })).app,
+);

@@ -1,10 +1,14 @@
 // Entry of the binder function: `FUNCTION=binder npm run serve`, or the
 // container command. Configuration: KUBECONFIG (or the in-cluster service
-// account), PORT, LOG_LEVEL.
+// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE.
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
+import { booleanFromEnv } from "../../shared/config.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { persistentVolumes } from "../../shared/kube/resources.ts";
+import type { PersistentVolume } from "../../shared/kube/types.ts";
+import { startWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
 import { type BuiltFunction, serveBuilt } from "../built-function.ts";
 import { createBinderApp } from "./app.ts";
@@ -12,14 +16,32 @@ import { createBinderApp } from "./app.ts";
 /** The binder from the environment, not yet serving (lambda.ts serves its app too). */
 export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "binder" });
-  const kube = new KubeJsonClient(loadKubeConfig(env));
+  const kubeConfig = loadKubeConfig(env);
+  const kube = new KubeJsonClient(kubeConfig);
   const events = new EventRecorder(kube, {
     component: "persistentvolume-controller",
     logger: { warn: (details, message) => logger.warn(details, message) },
   });
-  const controller = new BinderController({ kube, events });
+  // A process serving many events keeps a watched copy of the volumes; see load-views.ts for what it may decide.
+  const volumeCache = booleanFromEnv(env, "BINDER_VOLUME_CACHE", true)
+    ? startWatchedStore<PersistentVolume>({
+        kubeConfig,
+        json: kube,
+        resource: persistentVolumes,
+        log: logger.child({ cache: "persistentvolumes" }),
+      })
+    : undefined;
+  const controller = new BinderController({ kube, events, ...(volumeCache ? { volumeCache } : {}) });
   const app = createBinderApp({ controller, logger });
-  return { name: "binder", app, logger, close: () => kube.close() };
+  return {
+    name: "binder",
+    app,
+    logger,
+    close: async () => {
+      await volumeCache?.stop();
+      await kube.close();
+    },
+  };
 }
 
 export async function main(): Promise<void> {

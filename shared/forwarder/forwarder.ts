@@ -11,13 +11,13 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { ResourceAction } from "../events/index.ts";
 import { KubeJsonClient } from "../kube/json-client.ts";
+import { type BackoffOptions, KindWatcher } from "../kube/kind-watcher.ts";
 import type { ResourceDescriptor } from "../kube/resources.ts";
 import type { KubeObject } from "../kube/types.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { processMetrics, type Registry } from "../metrics.ts";
 import { newChange } from "./change.ts";
 import { Destination, type DestinationStats } from "./destination.ts";
-import { type BackoffOptions, KindWatcher } from "./kind-watcher.ts";
 import { forwarderMetrics } from "./metrics.ts";
 import { DEFAULT_RETRY, type RetryOptions } from "./retry-policy.ts";
 import { normalizeRoutes, type Route } from "./routes.ts";

@@ -27,8 +27,3 @@ export const WATCHABLE_KINDS: ReadonlyMap<string, ResourceDescriptor> = new Map(
     csiNodes,
   ].map((r) => [r.kind, r]),
 );
-
-/** The all-namespaces collection path a watch or list uses, e.g. /api/v1/pods. */
-export function collectionPathOf(r: ResourceDescriptor): string {
-  return r.group === "" ? `/api/${r.version}/${r.plural}` : `/apis/${r.group}/${r.version}/${r.plural}`;
-}

@@ -22,6 +22,11 @@ function resource(
 }
 
 /** "v1" for the core group, "group/version" otherwise: what objects carry in `apiVersion`. */
+/** The all-namespaces collection path a watch or list uses, e.g. /api/v1/pods. */
+export function collectionPathOf(r: ResourceDescriptor): string {
+  return r.group === "" ? `/api/${r.version}/${r.plural}` : `/apis/${r.group}/${r.version}/${r.plural}`;
+}
+
 export function apiVersionOf(r: ResourceDescriptor): string {
   return r.group === "" ? r.version : `${r.group}/${r.version}`;
 }

@@ -8,7 +8,7 @@ import type { FollowUp, SyncPlan } from "../plan.ts";
 import { syncClaim } from "../sync-claim.ts";
 import { syncVolume } from "../sync-volume.ts";
 import { type EventSink, executePlan } from "./execute-plan.ts";
-import { loadClaimView, loadVolumeView, readClaim, readVolume } from "./load-views.ts";
+import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
 
 export interface SyncReport {
   object: string;
@@ -32,6 +32,8 @@ export interface BinderControllerOptions {
   maxFollowUps?: number;
   /** Objects synced at once by resync. Default 8. */
   resyncConcurrency?: number;
+  /** A watched copy of the volumes that spares most claim syncs a list of every PV (load-views.ts). */
+  volumeCache?: VolumeCache;
 }
 
 function rfc3339(d: Date): string {
@@ -45,6 +47,7 @@ export class BinderController {
   private readonly maxAttempts: number;
   private readonly maxFollowUps: number;
   private readonly resyncConcurrency: number;
+  private readonly volumeCache: VolumeCache | undefined;
 
   constructor(options: BinderControllerOptions) {
     this.kube = options.kube;
@@ -53,6 +56,7 @@ export class BinderController {
     this.maxAttempts = options.maxAttempts ?? 5;
     this.maxFollowUps = options.maxFollowUps ?? 4;
     this.resyncConcurrency = options.resyncConcurrency ?? 8;
+    this.volumeCache = options.volumeCache;
   }
 
   /** Handles one claim or volume event; other kinds are not the binder's. */
@@ -127,7 +131,7 @@ export class BinderController {
     return this.retryOnConflict(`claim ${namespace}/${name}`, async () => {
       const claim = await readClaim(this.kube, namespace, name);
       if (!claim) return { plan: undefined, outcome: "claim is gone" };
-      const view = await loadClaimView(this.kube, claim, rfc3339(this.now()), candidate);
+      const view = await loadClaimView(this.kube, claim, rfc3339(this.now()), candidate, this.volumeCache);
       return { plan: syncClaim(claim, view) };
     });
   }

@@ -1,12 +1,17 @@
-// Reads what one binder decision needs, fresh from the API (never a cache),
-// and no more: a bound claim needs one volume, only an unbound claim without
-// volumeName needs the whole volume list.
+// Reads what one binder decision needs, fresh from the API, and no more: a
+// bound claim needs one volume, only an unbound claim without volumeName
+// needs to search the volumes. A watched copy of the volumes, when the
+// process keeps one, only says where to look: the volume it points at is read
+// again and judged on the fresh copy, and "no volume matches" is believed
+// only when the copy provably reflects every volume change up to the claim's
+// own resourceVersion; otherwise the search lists every volume, as before.
 import { isNotFound } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import type { ObjectStore } from "../../kube/object-store.ts";
 import { persistentVolumeClaims, persistentVolumes, pods, storageClasses } from "../../kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../../kube/types.ts";
 import { annBindCompleted } from "../constants.ts";
-import { winsWithoutSearch } from "../find-best-match.ts";
+import { findBestMatchForClaim, winsWithoutSearch } from "../find-best-match.ts";
 import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
 import { claimClass, claimHasClass, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
@@ -33,18 +38,44 @@ export function readVolume(kube: KubeJsonClient, name: string): Promise<Persiste
   return getOptional(() => kube.get<PersistentVolume>(persistentVolumes, name));
 }
 
-/** The candidate alone when it is the certain winner; otherwise every PV (the search upstream does). */
+/** A watched copy of every PersistentVolume (shared/kube/watched-store.ts). */
+export interface VolumeCache {
+  readonly synced: boolean;
+  readonly store: ObjectStore<PersistentVolume>;
+}
+
+/**
+ * The volumes the claim's search needs to see: the candidate alone when it is
+ * the certain winner; the cache's winner alone when its fresh copy still
+ * matches; none when the cache reflects the claim's revision and has no
+ * match; otherwise every PV (the search upstream does).
+ */
 async function matchingVolumes(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
   candidate: string | undefined,
+  cache: VolumeCache | undefined,
 ): Promise<PersistentVolume[]> {
   if (candidate) {
     const v = await readVolume(kube, candidate);
     // Delay binding never skips a pre-bound volume, so the answer does not depend on the class here.
     if (v && winsWithoutSearch(v, claim, false)) return [v];
   }
-  return (await kube.list<PersistentVolume>(persistentVolumes)).items;
+  if (cache?.synced) {
+    // Without delay binding the cache's pick is the pre-bound volume if any, else the smallest
+    // candidate; syncClaim judges it again with the class's real binding mode.
+    const hint = findBestMatchForClaim(cache.store.items(), claim, false).volume;
+    if (hint) {
+      const fresh = await readVolume(kube, hint.metadata.name);
+      if (fresh && findBestMatchForClaim([fresh], claim, false).volume) return [fresh];
+      // The cache was behind (bound meanwhile, gone, changed): search for real.
+    } else if (cache.store.covers(claim.metadata.resourceVersion)) {
+      return [];
+    }
+  }
+  const listed = await kube.list<PersistentVolume>(persistentVolumes);
+  cache?.store.replaceWithList(listed.items, listed.resourceVersion);
+  return listed.items;
 }
 
 export async function loadClaimView(
@@ -52,13 +83,14 @@ export async function loadClaimView(
   claim: PersistentVolumeClaim,
   now: string,
   candidate?: string,
+  cache?: VolumeCache,
 ): Promise<ClaimSyncView> {
   const volumeName = claim.spec.volumeName ?? "";
   const matching = !hasAnnotation(claim, annBindCompleted) && volumeName === "";
   const className = claimClass(claim);
 
   const volumesRead: Promise<PersistentVolume[]> = matching
-    ? matchingVolumes(kube, claim, candidate)
+    ? matchingVolumes(kube, claim, candidate, cache)
     : volumeName
       ? readVolume(kube, volumeName).then((v) => (v ? [v] : []))
       : Promise.resolve([]);

@@ -28,13 +28,14 @@ import {
   ListWatch,
   UPDATE,
 } from "@kubernetes/client-node";
-import type { ResourceAction } from "../events/index.ts";
-import type { KubeJsonClient } from "../kube/json-client.ts";
-import { apiVersionOf, type ResourceDescriptor } from "../kube/resources.ts";
-import type { KubeObject } from "../kube/types.ts";
 import type { Logger } from "../log.ts";
+import type { KubeJsonClient } from "./json-client.ts";
 import { KubeWatch } from "./kube-watch.ts";
-import { collectionPathOf } from "./watched-kinds.ts";
+import { apiVersionOf, collectionPathOf, type ResourceDescriptor } from "./resources.ts";
+import type { KubeObject } from "./types.ts";
+
+/** What happened to an object, as a watch reports it. */
+export type WatchAction = "add" | "update" | "delete";
 
 export interface BackoffOptions {
   baseMs: number;
@@ -47,13 +48,15 @@ export interface KindWatcherOptions {
   kubeConfig: KubeConfig;
   json: KubeJsonClient;
   resource: ResourceDescriptor;
-  onChange(action: ResourceAction, object: KubeObject): void;
+  onChange(action: WatchAction, object: KubeObject): void;
   /** Emit add for the objects of the initial list (a startup resync). Default true. */
   replayExisting?: boolean;
   backoff?: BackoffOptions;
   log: Logger;
   onRestart?(): void;
   onSynced?(): void;
+  /** A list's objects have all been dispatched and the watch from its resourceVersion is starting. */
+  onListed?(resourceVersion: string | undefined): void;
 }
 
 export class KindWatcher {
@@ -73,6 +76,8 @@ export class KindWatcher {
   private failures = 0;
   private restartTimer: NodeJS.Timeout | undefined;
   private restartCount = 0;
+  /** The list ListWatch is about to dispatch; reported once the watch after it starts. */
+  private listedVersion: { rv: string | undefined } | undefined;
 
   constructor(options: KindWatcherOptions) {
     this.options = options;
@@ -83,7 +88,10 @@ export class KindWatcher {
       this.resolveSynced = resolve;
     });
     this.watch = new KubeWatch(options.kubeConfig, {
-      onStart: () => this.markSynced(),
+      onStart: () => {
+        this.reportListed();
+        this.markSynced();
+      },
       onEstablished: () => {
         this.failures = 0;
       },
@@ -141,6 +149,7 @@ export class KindWatcher {
     // Same JSON objects, seen through client-node's structural type (its
     // metadata declares Date timestamps; ours stay strings, as on the wire).
     const items = result.items as unknown as KubernetesObject[];
+    this.listedVersion = { rv: result.resourceVersion };
     return { metadata: { resourceVersion: result.resourceVersion }, items };
   }
 
@@ -159,6 +168,17 @@ export class KindWatcher {
     }, delayMs);
   }
 
+  private reportListed(): void {
+    const listed = this.listedVersion;
+    this.listedVersion = undefined;
+    if (!listed || this.stopped) return;
+    try {
+      this.options.onListed?.(listed.rv);
+    } catch (err) {
+      this.log.error({ err }, "reporting a list failed");
+    }
+  }
+
   private markSynced(): void {
     if (this.isSynced) return;
     this.isSynced = true;
@@ -167,7 +187,7 @@ export class KindWatcher {
     this.resolveSynced();
   }
 
-  private emit(action: ResourceAction, raw: KubernetesObject): void {
+  private emit(action: WatchAction, raw: KubernetesObject): void {
     if (this.stopped) return;
     // Before the first watch, adds are the initial list: existing objects.
     if (action === "add" && !this.isSynced && this.options.replayExisting === false) return;

@@ -7,8 +7,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
-import { KubeWatch } from "../../shared/forwarder/kube-watch.ts";
-import { waitFor } from "./helpers.ts";
+import { KubeWatch } from "../../shared/kube/kube-watch.ts";
+import { waitFor } from "../forwarder/helpers.ts";
 
 async function fakeApiServer(handler: (req: IncomingMessage, res: ServerResponse) => void) {
   const requests: string[] = [];

@@ -1,0 +1,109 @@
+// The in-memory copy of one kind that a watch keeps, and what it can promise.
+// It is a hint for *where to look*, never the state a decision is taken on:
+// a caller that finds something here reads it again with a consistent GET.
+// What it does promise, when resourceVersions are etcd revisions (decimal,
+// one global counter, as on every etcd-backed apiserver and the sandbox):
+// `covers(rv)` is true only if every change of this kind up to revision rv is
+// reflected, because watch events arrive in revision order and a fresh list
+// reflects everything up to its own revision. So "nothing here matches" can
+// be trusted for an object read at or before that revision.
+
+import { compareResourceVersions } from "./resource-version.ts";
+import type { KubeObject } from "./types.ts";
+
+export type StoreChange = "add" | "update" | "delete";
+
+function keyOf(o: KubeObject): string {
+  const ns = o.metadata.namespace;
+  return ns ? `${ns}/${o.metadata.name}` : o.metadata.name;
+}
+
+/** a is newer than b; when either is not comparable, true (take what arrived last). */
+function newerThan(a: string | undefined, b: string | undefined): boolean {
+  const order = compareResourceVersions(a, b);
+  return order === undefined || order > 0;
+}
+
+export class ObjectStore<T extends KubeObject> {
+  private readonly objects = new Map<string, T>();
+  /** The newest revision known to be reflected here; undefined until a list is applied. */
+  private newest: string | undefined;
+  /** Revision of the last list merged by replaceWithList: older add/update events are already in it. */
+  private floor: string | undefined;
+  private snapshot: T[] | undefined;
+
+  get size(): number {
+    return this.objects.size;
+  }
+
+  /** Every object, as one array reused until the next change (callers must not modify it). */
+  items(): readonly T[] {
+    this.snapshot ??= [...this.objects.values()];
+    return this.snapshot;
+  }
+
+  get(namespace: string, name: string): T | undefined {
+    return this.objects.get(namespace ? `${namespace}/${name}` : name);
+  }
+
+  /** One watch event (or a relist's difference). */
+  apply(change: StoreChange, object: T): void {
+    const key = keyOf(object);
+    const rv = object.metadata.resourceVersion;
+    const stored = this.objects.get(key);
+    if (change === "delete") {
+      // A delete carries the deletion revision (or, after a relist, the last known one).
+      if (stored && !newerThan(stored.metadata.resourceVersion, rv)) this.remove(key);
+    } else if (newerThan(rv, this.floor) && (!stored || newerThan(rv, stored.metadata.resourceVersion))) {
+      this.objects.set(key, object);
+      this.snapshot = undefined;
+    }
+    this.advance(rv);
+  }
+
+  /** The list a watch started from has been applied (through apply): everything up to its revision is here. */
+  listed(resourceVersion: string | undefined): void {
+    this.advance(resourceVersion);
+  }
+
+  /**
+   * A consistent list read by someone else: take it as the state at its
+   * revision, keeping only objects a watch has already shown to be newer.
+   */
+  replaceWithList(items: readonly T[], resourceVersion: string | undefined): void {
+    const fromList = new Map<string, T>();
+    for (const o of items) fromList.set(keyOf(o), o);
+    for (const [key, stored] of this.objects) {
+      if (!fromList.has(key) && !newerThan(stored.metadata.resourceVersion, resourceVersion)) {
+        this.objects.delete(key);
+      }
+    }
+    for (const [key, listed] of fromList) {
+      const stored = this.objects.get(key);
+      if (!stored || !newerThan(stored.metadata.resourceVersion, listed.metadata.resourceVersion)) {
+        this.objects.set(key, listed);
+      }
+    }
+    this.snapshot = undefined;
+    if (compareResourceVersions(resourceVersion, this.floor) !== -1) this.floor = resourceVersion;
+    this.advance(resourceVersion);
+  }
+
+  /** Whether every change up to revision rv is reflected here (false when that cannot be known). */
+  covers(resourceVersion: string | undefined): boolean {
+    const order = compareResourceVersions(this.newest, resourceVersion);
+    return order !== undefined && order >= 0;
+  }
+
+  private advance(rv: string | undefined): void {
+    if (this.newest === undefined || compareResourceVersions(rv, this.newest) === 1) {
+      // Only comparable revisions move the mark; an opaque one leaves "covers" false.
+      if (compareResourceVersions(rv, rv) === 0) this.newest = rv;
+    }
+  }
+
+  private remove(key: string): void {
+    this.objects.delete(key);
+    this.snapshot = undefined;
+  }
+}

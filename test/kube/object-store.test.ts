@@ -1,0 +1,139 @@
+// ObjectStore: what a watched copy holds after events, relists and lists
+// merged from elsewhere, and when it may claim to reflect a revision.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { ObjectStore, type StoreChange } from "../../shared/kube/object-store.ts";
+import type { KubeObject } from "../../shared/kube/types.ts";
+
+function obj(name: string, rv: string, label = ""): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name, resourceVersion: rv, labels: { label } },
+  };
+}
+
+type Step =
+  | { apply: StoreChange; object: KubeObject }
+  | { listed: string }
+  | { replace: KubeObject[]; rv: string };
+
+interface Case {
+  name: string;
+  steps: Step[];
+  /** name@rv of what the store holds, sorted. */
+  holds: string[];
+  covers: Record<string, boolean>;
+}
+
+const cases: Case[] = [
+  {
+    name: "nothing promised before the first list",
+    steps: [],
+    holds: [],
+    covers: { "1": false },
+  },
+  {
+    name: "an initial list then watch events",
+    steps: [
+      { apply: "add", object: obj("a", "3") },
+      { apply: "add", object: obj("b", "4") },
+      { listed: "5" },
+      { apply: "update", object: obj("a", "7") },
+      { apply: "add", object: obj("c", "8") },
+      { apply: "delete", object: obj("b", "9") },
+    ],
+    holds: ["a@7", "c@8"],
+    covers: { "5": true, "9": true, "10": false },
+  },
+  {
+    name: "an older copy never replaces a newer one",
+    steps: [
+      { listed: "5" },
+      { apply: "update", object: obj("a", "9") },
+      { apply: "update", object: obj("a", "7") },
+    ],
+    holds: ["a@9"],
+    covers: { "9": true },
+  },
+  {
+    name: "a delete older than the stored copy keeps it (deleted and created again)",
+    steps: [
+      { listed: "5" },
+      { apply: "add", object: obj("a", "9") },
+      { apply: "delete", object: obj("a", "8") },
+    ],
+    holds: ["a@9"],
+    covers: { "9": true },
+  },
+  {
+    name: "a list merged from elsewhere: the watch's late events at or below it are ignored",
+    steps: [
+      { apply: "add", object: obj("a", "3") },
+      { apply: "add", object: obj("gone", "4") },
+      { listed: "5" },
+      // A fresh list at 20: a changed, "gone" deleted, "new" created before 20.
+      { replace: [obj("a", "12"), obj("new", "15")], rv: "20" },
+      // The watch catches up late with the same history.
+      { apply: "update", object: obj("a", "6") },
+      { apply: "add", object: obj("late", "11") },
+      { apply: "delete", object: obj("late", "13") },
+      { apply: "add", object: obj("new", "15") },
+      { apply: "update", object: obj("a", "21") },
+    ],
+    holds: ["a@21", "new@15"],
+    covers: { "20": true, "21": true, "22": false },
+  },
+  {
+    name: "a merged list keeps what the watch has shown to be newer than the list",
+    steps: [
+      { listed: "5" },
+      { apply: "add", object: obj("fresh", "30") },
+      { apply: "update", object: obj("a", "31") },
+      { replace: [obj("a", "12")], rv: "20" },
+    ],
+    holds: ["a@31", "fresh@30"],
+    covers: { "31": true, "32": false },
+  },
+  {
+    name: "opaque resourceVersions: the latest arrival wins and nothing is promised",
+    steps: [
+      { apply: "add", object: obj("a", "x1") },
+      { listed: "list-a" },
+      { apply: "update", object: obj("a", "x0") },
+    ],
+    holds: ["a@x0"],
+    covers: { "1": false, x0: false },
+  },
+];
+
+describe("ObjectStore", () => {
+  for (const c of cases) {
+    it(c.name, () => {
+      const store = new ObjectStore<KubeObject>();
+      for (const step of c.steps) {
+        if ("apply" in step) store.apply(step.apply, step.object);
+        else if ("listed" in step) store.listed(step.listed);
+        else store.replaceWithList(step.replace, step.rv);
+      }
+      const holds = store
+        .items()
+        .map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`)
+        .sort();
+      assert.deepEqual(holds, c.holds);
+      for (const [rv, expected] of Object.entries(c.covers))
+        assert.equal(store.covers(rv), expected, `covers(${rv})`);
+    });
+  }
+
+  it("items() is one array until the next change, then a new one", () => {
+    const store = new ObjectStore<KubeObject>();
+    store.apply("add", obj("a", "1"));
+    const first = store.items();
+    assert.equal(store.items(), first);
+    store.apply("add", obj("b", "2"));
+    assert.notEqual(store.items(), first);
+    assert.equal(store.items().length, 2);
+    assert.equal(store.get("", "b")?.metadata.resourceVersion, "2");
+  });
+});
