@@ -25,7 +25,7 @@ import {
   type Target,
   trackBoundClaims,
 } from "./support.ts";
-import { startSystem } from "./system.ts";
+import { type ForwarderTotals, startSystem } from "./system.ts";
 
 export const THROUGHPUT_TARGET_PER_SECOND = 100;
 export const OBJECT_WRITES_TARGET = 4;
@@ -73,7 +73,7 @@ export interface ProvisioningResult {
   peakRssMiB: Record<string, Target>;
   /** RSS of each function once started, before the claims: what the load added is peak minus this. */
   idleRssMiB: Record<string, number>;
-  forwarder: { delivered: number; retried: number; failed: number; dropped: number; coalesced: number };
+  forwarder: ForwarderTotals;
   webhookFailuresIgnored: number;
 }
 
@@ -246,9 +246,7 @@ export async function runProvisioning(options: ProvisioningOptions): Promise<Pro
     // Per claim created (after a timeout, the ones not Bound have had only part of their writes).
     const writes = writeFigures(counters(sandbox), n, n, changes);
     const rss = system.peakRss();
-    const stats = system.forwarder.stats();
-    const sum = (k: "delivered" | "retried" | "failed" | "dropped" | "coalesced"): number =>
-      stats.destinations.reduce((a, d) => a + d[k], 0);
+    const totals = await system.forwarderTotals();
     progress(
       `provisioning ${label}: ${writes.objectWritesPerClaim.value} object writes + ${writes.eventWritesPerClaim.value} Events per claim; RSS ${JSON.stringify(rss)}`,
     );
@@ -265,13 +263,7 @@ export async function runProvisioning(options: ProvisioningOptions): Promise<Pro
         Object.entries(rss).map(([name, mib]) => [name, atMost(mib, PEAK_RSS_TARGET_MIB, "MiB")]),
       ),
       idleRssMiB: system.idleRss,
-      forwarder: {
-        delivered: sum("delivered"),
-        retried: sum("retried"),
-        failed: sum("failed"),
-        dropped: sum("dropped"),
-        coalesced: sum("coalesced"),
-      },
+      forwarder: totals,
       webhookFailuresIgnored: await ignoredWebhookFailures(sandbox.apiServer.url),
     };
   } finally {

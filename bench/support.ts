@@ -3,13 +3,16 @@
 // `npm run serve` or a container runs them) and their peak RSS, the sandbox
 // in a temporary directory, and the objects the benches create.
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { stop as stopEsbuild } from "esbuild";
+import { FUNCTION_NODE_OPTIONS } from "../functions/node-options.ts";
 import { type Sandbox, type SandboxOptions, startSandbox } from "../sandbox/start.ts";
+import { buildFunctions, SERVE_BUNDLE } from "../scripts/build-functions.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -227,6 +230,26 @@ export function spawnFunction(options: SpawnOptions): Promise<SpawnedFunction> {
 /** `node functions/serve.ts` with FUNCTION=<name>: the TypeScript sources, as `npm run serve` runs them. */
 export function serveArgs(): string[] {
   return [join(REPO, "functions", "serve.ts")];
+}
+
+let bundlesBuilt: Promise<string> | undefined;
+
+/**
+ * What the image runs (deploy/Dockerfile): the bundles of `npm run
+ * build:functions` with the image's NODE_OPTIONS. Built once per bench run,
+ * into a directory of its own so a concurrent `npm run build:functions` is
+ * not disturbed.
+ */
+export async function shippedFunction(): Promise<{ args: string[]; env: Record<string, string> }> {
+  bundlesBuilt ??= (async () => {
+    const dir = await mkdtemp(join(tmpdir(), "ksf-bench-bundles-"));
+    process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+    await buildFunctions({ outDir: dir });
+    // esbuild's service process would otherwise live on, counted as the machine's other load.
+    await stopEsbuild();
+    return join(dir, SERVE_BUNDLE);
+  })();
+  return { args: [await bundlesBuilt], env: { NODE_OPTIONS: FUNCTION_NODE_OPTIONS } };
 }
 
 export interface BenchSandbox {

@@ -1,6 +1,8 @@
 // `npm run serve` with FUNCTION=<name>: starts one function by importing its
-// entry, functions/<name>/main.ts. The entry either serves on import or
-// exports `main()`, which is then called. Exit code 2 means "wrong
+// entry, functions/<name>/main.ts, or, bundled as dist/functions/serve.mjs
+// (`npm run build:functions`, what the image runs), the bundle beside it,
+// <name>/index.mjs. The entry either serves on import or exports `main()`,
+// which is then called. Exit code 2 means "wrong
 // invocation" (unknown or missing FUNCTION, function not built yet), so
 // scripts can tell it from a crash (1).
 
@@ -14,9 +16,10 @@ export function isFunctionName(value: string): value is FunctionName {
   return (FUNCTION_NAMES as readonly string[]).includes(value);
 }
 
-/** Absolute path of a function's entry module. */
+/** Absolute path of a function's entry module: its sources, or its bundle when this file is bundled too. */
 export function entryPath(name: FunctionName): string {
-  return fileURLToPath(new URL(`./${name}/main.ts`, import.meta.url));
+  const bundled = import.meta.url.endsWith(".mjs");
+  return fileURLToPath(new URL(bundled ? `./${name}/index.mjs` : `./${name}/main.ts`, import.meta.url));
 }
 
 class UsageError extends Error {

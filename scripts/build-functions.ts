@@ -15,22 +15,33 @@
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { type BuiltLambda, bundleFunctions } from "./build-lambda.ts";
+import { build } from "esbuild";
+import { type BuiltLambda, bundleFunctions, bundleOptions } from "./build-lambda.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const DEFAULT_FUNCTIONS_OUT_DIR = join(REPO, "dist", "functions");
 
-/** Bundles functions/<name>/main.ts for each name (default: every function). */
-export function buildFunctions(
+/**
+ * Bundles functions/<name>/main.ts for each name (default: every function),
+ * and functions/serve.ts as `serve.mjs` beside them: `FUNCTION=<name> node
+ * <outDir>/serve.mjs` runs one, which is what the image does.
+ */
+export async function buildFunctions(
   options: { outDir?: string; names?: readonly string[] } = {},
 ): Promise<BuiltLambda[]> {
-  return bundleFunctions({
-    outDir: options.outDir ?? DEFAULT_FUNCTIONS_OUT_DIR,
+  const outDir = resolve(options.outDir ?? DEFAULT_FUNCTIONS_OUT_DIR);
+  const built = await bundleFunctions({
+    outDir,
     entry: "main",
     writeMetafile: true,
     ...(options.names ? { names: options.names } : {}),
   });
+  await build(bundleOptions(join(REPO, "functions", "serve.ts"), join(outDir, SERVE_BUNDLE)));
+  return built;
 }
+
+/** The launcher bundle in the output directory. */
+export const SERVE_BUNDLE = "serve.mjs";
 
 if (import.meta.main) {
   const { values, positionals } = parseArgs({

@@ -16,7 +16,7 @@ import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { build, type Metafile } from "esbuild";
+import { type BuildOptions, build, type Metafile } from "esbuild";
 import { FUNCTION_NAMES, isFunctionName } from "../functions/serve.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -48,6 +48,25 @@ export interface BundleOptions {
   writeMetafile?: boolean;
 }
 
+/** How every bundle is built: one ES module for Node 24 from one entry. */
+export function bundleOptions(entryPoint: string, outfile: string): BuildOptions & { metafile: true } {
+  return {
+    entryPoints: [entryPoint],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node24",
+    // No source map: the bundle is not minified, so stack traces stay readable without one.
+    metafile: true,
+    logLevel: "warning",
+    // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
+    banner: {
+      js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",
+    },
+  };
+}
+
 /**
  * One self-contained ES module per function, `<outDir>/<name>/index.mjs`,
  * from `functions/<name>/<entry>.ts`, with the runtime assets it opens
@@ -64,21 +83,7 @@ export async function bundleFunctions(options: BundleOptions): Promise<BuiltLamb
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
     const file = join(dir, "index.mjs");
-    const result = await build({
-      entryPoints: [join(REPO, "functions", name, `${options.entry}.ts`)],
-      outfile: file,
-      bundle: true,
-      platform: "node",
-      format: "esm",
-      target: "node24",
-      // No source map: the bundle is not minified, so stack traces stay readable without one.
-      metafile: true,
-      logLevel: "warning",
-      // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
-      banner: {
-        js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",
-      },
-    });
+    const result = await build(bundleOptions(join(REPO, "functions", name, `${options.entry}.ts`), file));
     const inputs = new Set(Object.keys(result.metafile.inputs).map((p) => relative(REPO, resolve(REPO, p))));
     const assets: string[] = [];
     for (const { module, asset } of ASSETS) {

@@ -5,12 +5,20 @@
 // way upstream's VerifyAdmissionResponse does. Everything that goes wrong is
 // a WebhookCallError, which the failurePolicy then decides about.
 
-import { request } from "node:https";
+import { Agent, request } from "node:https";
 import { isIP } from "node:net";
 import type { WebhookClientConfig } from "./admission-rules.ts";
 import type { ServiceMap } from "./webhook-services.ts";
 
 const MAX_RESPONSE_BYTES = 3 * 1024 * 1024;
+
+// Connections are kept and reused, as kube-apiserver's HTTP transport does: a
+// TLS handshake per admitted write would cost both sides more than the review.
+// The pool is keyed by host, port, CA and server name, so a webhook is never
+// answered over a connection verified for another. Idle sockets do not keep
+// the process alive, and are dropped before a Node server's 5 s keep-alive
+// timeout would close them under a request.
+const webhookAgent = new Agent({ keepAlive: true, maxSockets: 64, maxFreeSockets: 16, timeout: 4000 });
 
 /** Worded like upstream's ErrCallingWebhook reasons; the dispatcher adds `failed calling webhook "<name>": `. */
 export class WebhookCallError extends Error {
@@ -106,13 +114,37 @@ function describeNetworkError(
   return `failed to call webhook: Post "${display}": ${tls ? `tls: failed to verify certificate: ${message}` : message}`;
 }
 
-function post(
+/** A kept connection the server closed just as it was reused: nothing was processed, so send again. */
+function isStaleConnection(err: unknown, reused: boolean): boolean {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  return reused && (code === "ECONNRESET" || code === "EPIPE");
+}
+
+async function post(
   endpoint: Endpoint,
   ca: string | undefined,
   body: string,
   timeoutSeconds: number,
 ): Promise<string> {
   const signal = AbortSignal.timeout(timeoutSeconds * 1000);
+  try {
+    return await postOnce(endpoint, ca, body, timeoutSeconds, signal);
+  } catch (err) {
+    if (!(err instanceof StaleConnectionError)) throw err;
+    return postOnce(endpoint, ca, body, timeoutSeconds, signal, false);
+  }
+}
+
+class StaleConnectionError extends Error {}
+
+function postOnce(
+  endpoint: Endpoint,
+  ca: string | undefined,
+  body: string,
+  timeoutSeconds: number,
+  signal: AbortSignal,
+  reuse = true,
+): Promise<string> {
   const target = endpoint.target;
   const hostname = target.hostname.replace(/^\[|\]$/g, "");
   return new Promise((resolve, reject) => {
@@ -136,7 +168,7 @@ function post(
           : isIP(hostname) === 0
             ? { servername: hostname }
             : {}),
-        agent: false,
+        agent: reuse ? webhookAgent : false,
         signal,
       },
       (res) => {
@@ -170,9 +202,15 @@ function post(
         });
       },
     );
+    let answered = false;
+    req.on("response", () => {
+      answered = true;
+    });
     req.on("error", (err) =>
       reject(
-        new WebhookCallError(describeNetworkError(err, signal.aborted, endpoint.display, timeoutSeconds)),
+        !answered && isStaleConnection(err, req.reusedSocket)
+          ? new StaleConnectionError(err.message)
+          : new WebhookCallError(describeNetworkError(err, signal.aborted, endpoint.display, timeoutSeconds)),
       ),
     );
     req.end(body);

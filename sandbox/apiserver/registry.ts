@@ -49,6 +49,8 @@ export interface ListOptions {
   fieldSelector?: string;
   limit?: number;
   continueToken?: string;
+  /** Hand out the stored objects instead of copies (see peek). */
+  shared?: boolean;
 }
 
 export interface ListResult {
@@ -99,9 +101,18 @@ export class Registry {
   }
 
   get(t: ResourceType, namespace: string | undefined, name: string): KubeObject {
+    return structuredClone(this.peek(t, namespace, name));
+  }
+
+  /**
+   * The stored object itself, for a caller that only serializes it at once
+   * (a GET answer): copying every object read was a large share of the
+   * sandbox's CPU under load. Never modify or keep it.
+   */
+  peek(t: ResourceType, namespace: string | undefined, name: string): Readonly<KubeObject> {
     const o = this.store.peek(t, namespace, name);
     if (!o) throw notFound(t, name);
-    return structuredClone(o);
+    return o;
   }
 
   /** Compiles label and field selectors once for lists and watches. */
@@ -122,7 +133,9 @@ export class Registry {
     }
   }
 
+  /** Items are copies unless options.shared, for a caller that only serializes them at once (as peek). */
   list(t: ResourceType, namespace: string | undefined, options: ListOptions = {}): ListResult {
+    const copy = options.shared ? (o: KubeObject) => o : (o: KubeObject) => structuredClone(o);
     const filter = this.filter(t, options.labelSelector, options.fieldSelector);
     let startAfter: string | undefined;
     if (options.continueToken) {
@@ -144,12 +157,12 @@ export class Registry {
     }
     const limit = options.limit && options.limit > 0 ? options.limit : undefined;
     if (limit === undefined || matching.length <= limit) {
-      return { items: matching.map((o) => structuredClone(o)), resourceVersion };
+      return { items: matching.map(copy), resourceVersion };
     }
     const page = matching.slice(0, limit);
     const last = page[page.length - 1]!;
     return {
-      items: page.map((o) => structuredClone(o)),
+      items: page.map(copy),
       resourceVersion,
       continueToken: Buffer.from(JSON.stringify({ rv: resourceVersion, start: keyOf(last) })).toString(
         "base64url",

@@ -325,7 +325,7 @@ export class SandboxApiServer {
     }
     switch (verb) {
       case "get": {
-        const o = this.registry.get(t, r.namespace, r.name!);
+        const o = this.registry.peek(t, r.namespace, r.name!);
         if (wantsTable(req.headers.accept)) {
           return send(
             res,
@@ -342,6 +342,7 @@ export class SandboxApiServer {
           fieldSelector: query.get("fieldSelector") ?? undefined,
           limit: Number.isFinite(limit) ? limit : 0,
           continueToken: query.get("continue") ?? undefined,
+          shared: true,
         });
         if (wantsTable(req.headers.accept)) {
           const meta = listObject(t, result).metadata as Record<string, unknown>;

@@ -14,6 +14,8 @@ import { entriesOf, removeBacking } from "./storage.ts";
 export const volumesDir = "volumes";
 export const snapshotsDir = "snapshots";
 export const stateFileName = "state.json";
+/** How long a save that others are waiting behind gathers more changes first. */
+const GROUP_COMMIT_WINDOW_MS = 5;
 
 export class DriverStore {
   readonly dir: string;
@@ -76,7 +78,39 @@ export class DriverStore {
     return used;
   }
 
-  async persist(): Promise<void> {
+  /**
+   * Resolves once the state file holds every change made before the call (a
+   * reply may then be sent). Group commit: while one save runs, later callers
+   * share the next save instead of each writing the whole file, which made a
+   * burst of n creates cost n whole-file writes. The next save also waits a
+   * few milliseconds for more changes to join it.
+   */
+  persist(): Promise<void> {
+    if (this.nextSave) return this.nextSave;
+    if (!this.runningSave) return this.startSave();
+    // The running save may have serialized the state before this caller's change.
+    this.nextSave = this.runningSave
+      .catch(() => undefined)
+      .then(() => new Promise((resolve) => setTimeout(resolve, GROUP_COMMIT_WINDOW_MS)))
+      .then(() => {
+        this.nextSave = undefined;
+        return this.startSave();
+      });
+    return this.nextSave;
+  }
+
+  private runningSave: Promise<void> | undefined;
+  private nextSave: Promise<void> | undefined;
+
+  private startSave(): Promise<void> {
+    const save = this.saveNow().finally(() => {
+      if (this.runningSave === save) this.runningSave = undefined;
+    });
+    this.runningSave = save;
+    return save;
+  }
+
+  private async saveNow(): Promise<void> {
     try {
       await saveState(join(this.dir, stateFileName), {
         version: 1,

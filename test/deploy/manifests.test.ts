@@ -9,7 +9,9 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { FUNCTION_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { FUNCTION_NAMES } from "../../functions/serve.ts";
+import { SERVE_BUNDLE } from "../../scripts/build-functions.ts";
 import { defaultAdmissionConfig } from "../../shared/admission/config.ts";
 import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
 import { AttachDetachController } from "../../shared/attach-detach/runtime/attach-detach-controller.ts";
@@ -528,17 +530,17 @@ describe("image", () => {
   const dockerfile = readFileSync(join(DEPLOY, "Dockerfile"), "utf8");
   const dockerignore = readFileSync(join(REPO, ".dockerignore"), "utf8");
 
-  it("runs functions/serve.ts on Node 24 as a non-root user", () => {
+  it("runs the bundles of build:functions on Node 24 as a non-root user, with the benches' NODE_OPTIONS", () => {
     assert.match(dockerfile, /^ARG NODE_IMAGE=node:24[-\w.]*$/m);
-    assert.match(dockerfile, /^ENTRYPOINT \["node", "functions\/serve\.ts"\]$/m);
+    assert.match(dockerfile, /^RUN node scripts\/build-functions\.ts --out \/app\/dist\/functions$/m);
+    assert.match(dockerfile, /^COPY --from=build \/app\/dist\/functions \.\/dist\/functions$/m);
+    assert.match(dockerfile, new RegExp(`^ENTRYPOINT \\["node", "dist/functions/${SERVE_BUNDLE}"\\]$`, "m"));
     assert.match(dockerfile, /^USER 1000:1000$/m);
-    assert.match(dockerfile, /npm ci --omit=dev/);
-    for (const dir of ["functions", "shared"])
+    for (const dir of ["functions", "shared", "scripts"])
       assert.match(dockerfile, new RegExp(`^COPY ${dir} \\./${dir}$`, "m"));
-    assert.match(
-      dockerfile,
-      /^COPY package\.json \.\/$/m,
-      "package.json's type: module makes .ts files ES modules",
+    assert.ok(
+      dockerfile.includes(`NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}"`),
+      "the image's heap flags are functions/node-options.ts",
     );
   });
 
@@ -552,6 +554,8 @@ describe("image", () => {
       "!functions/",
       "!package-lock.json",
       "!package.json",
+      "!scripts/build-functions.ts",
+      "!scripts/build-lambda.ts",
       "!shared/",
     ]);
   });

@@ -1,5 +1,6 @@
 // Starts one function as its own process, the way `npm run serve` does
-// (FUNCTION=<name> node functions/serve.ts), and waits for its ready line.
+// (FUNCTION=<name> node functions/serve.ts) or the image does (a bundled
+// serve.mjs as `entry`), and waits for its ready line.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -15,8 +16,9 @@ export interface FunctionProcess {
 export async function startFunctionProcess(
   name: string,
   env: Record<string, string>,
+  entry = "functions/serve.ts",
 ): Promise<FunctionProcess> {
-  const child = spawn(process.execPath, ["functions/serve.ts"], {
+  const child = spawn(process.execPath, [entry], {
     env: { ...process.env, FUNCTION: name, PORT: "0", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
