@@ -33,6 +33,8 @@ export interface BindLatencyResult {
   runsMs: Record<string, number[]>;
   /** API requests per bind (verb + resource), from the claim create until 200 ms after Bound. */
   requestsPerBind: Record<string, Record<string, number>>;
+  /** Existing PV count -> the binder's peak RSS (it keeps a watched copy of every PV), MiB. */
+  binderPeakRssMiB: Record<string, number>;
   /** Largest size's median over the smallest's. */
   growth: Target;
 }
@@ -67,7 +69,7 @@ async function bindAt(
   size: number,
   runs: number,
   timeoutMs: number,
-): Promise<{ times: number[]; requests: Record<string, number> }> {
+): Promise<{ times: number[]; requests: Record<string, number>; binderPeakRssMiB: number }> {
   const system = await startSystem({
     controllers: ["binder"],
     admission: false,
@@ -82,6 +84,7 @@ async function bindAt(
   const tracker = trackBoundClaims(sandbox);
   const times: number[] = [];
   const requests = new Map<string, number>();
+  let binderPeakRssMiB = Number.NaN;
   try {
     for (let r = 0; r < runs; r++) {
       // Through the API, so the binder hears of the volume the way it would in a cluster.
@@ -101,6 +104,7 @@ async function bindAt(
       for (const [key, count] of sandbox.apiServer.counters)
         requests.set(key, (requests.get(key) ?? 0) + count);
     }
+    binderPeakRssMiB = system.peakRss().binder ?? Number.NaN;
   } finally {
     tracker.close();
     await system.close();
@@ -113,7 +117,7 @@ async function bindAt(
       .sort()
       .map(([key, n]) => [key, round(n / runs, 1)]),
   );
-  return { times, requests: perBind };
+  return { times, requests: perBind, binderPeakRssMiB };
 }
 
 export async function runBindLatency(options: BindLatencyOptions = {}): Promise<BindLatencyResult> {
@@ -123,13 +127,17 @@ export async function runBindLatency(options: BindLatencyOptions = {}): Promise<
   const medianMs: Record<string, number> = {};
   const runsMs: Record<string, number[]> = {};
   const requestsPerBind: Record<string, Record<string, number>> = {};
+  const binderPeakRssMiB: Record<string, number> = {};
   for (const size of sizes) {
     progress(`bind latency: ${size} existing PVs, ${runs} claims`);
-    const { times, requests } = await bindAt(size, runs, timeoutMs);
+    const { times, requests, binderPeakRssMiB: rss } = await bindAt(size, runs, timeoutMs);
     runsMs[size] = times;
+    binderPeakRssMiB[size] = rss;
     requestsPerBind[size] = requests;
     medianMs[size] = round(median(times), 1);
-    progress(`bind latency: ${size} PVs: median ${medianMs[size]} ms (${times.join(", ")})`);
+    progress(
+      `bind latency: ${size} PVs: median ${medianMs[size]} ms (${times.join(", ")}); binder peak RSS ${rss} MiB`,
+    );
   }
   const first = medianMs[sizes[0] ?? 0] ?? Number.NaN;
   const last = medianMs[sizes[sizes.length - 1] ?? 0] ?? Number.NaN;
@@ -141,6 +149,7 @@ export async function runBindLatency(options: BindLatencyOptions = {}): Promise<
     medianMs,
     runsMs,
     requestsPerBind,
+    binderPeakRssMiB,
     growth: {
       value: growth,
       target: `<= ${BIND_GROWTH_TARGET}x (${sizes[sizes.length - 1]} PVs over ${sizes[0]})`,

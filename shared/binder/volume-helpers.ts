@@ -129,8 +129,17 @@ const accessModeOrder = ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "Read
 
 /** A canonical key for a set of access modes (deduplicated, fixed order), as upstream's PV index uses. */
 export function accessModesKey(modes: readonly string[] | undefined): string {
-  const set = new Set(modes ?? []);
-  const known = accessModeOrder.filter((m) => set.has(m));
-  const unknown = [...set].filter((m) => !accessModeOrder.includes(m)).sort();
-  return [...known, ...unknown].join(",");
+  if (!modes) return "";
+  // A search over a watched copy asks again for the same (unchanging) arrays.
+  let key = accessModesKeys.get(modes);
+  if (key === undefined) {
+    const set = new Set(modes);
+    const known = accessModeOrder.filter((m) => set.has(m));
+    const unknown = [...set].filter((m) => !accessModeOrder.includes(m)).sort();
+    key = [...known, ...unknown].join(",");
+    accessModesKeys.set(modes, key);
+  }
+  return key;
 }
+
+const accessModesKeys = new WeakMap<readonly string[], string>();

@@ -32,8 +32,23 @@ function pow10(n: number): bigint {
   return 10n ** BigInt(n);
 }
 
+// A volume search compares every PV's capacity with the claim's request, and
+// a cluster uses few distinct sizes: parsed values are remembered (bounded,
+// forgotten all at once when full; failures are not remembered).
+const parsedMilli = new Map<string, bigint>();
+const PARSED_MILLI_LIMIT = 4096;
+
 /** The quantity in milli-units, rounded up (towards +infinity) below a milli-unit, as Kubernetes rounds. */
 export function parseQuantityMilli(text: string): bigint {
+  const known = parsedMilli.get(text);
+  if (known !== undefined) return known;
+  const milli = parseQuantityMilliUncached(text);
+  if (parsedMilli.size >= PARSED_MILLI_LIMIT) parsedMilli.clear();
+  parsedMilli.set(text, milli);
+  return milli;
+}
+
+function parseQuantityMilliUncached(text: string): bigint {
   const m = pattern.exec(text.trim());
   if (!m)
     throw new QuantityError(
