@@ -16,7 +16,7 @@ import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { type BuildOptions, build, type Metafile } from "esbuild";
+import { type BuildOptions, build, type Metafile, type Plugin } from "esbuild";
 import { FUNCTION_NAMES, isFunctionName } from "../functions/serve.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -48,6 +48,30 @@ export interface BundleOptions {
   writeMetafile?: boolean;
 }
 
+/**
+ * @kubernetes/client-node's index re-exports its generated API clients and
+ * every model (over 600 KiB), and the package does not declare itself free of
+ * side effects, so a bundle that uses KubeConfig, Watch and ListWatch would
+ * still carry and evaluate all of them at start. Its modules only define
+ * things, so they may be dropped when nothing of theirs is used.
+ */
+const clientNodeWithoutSideEffects: Plugin = {
+  name: "client-node-without-side-effects",
+  setup(b) {
+    const inClientNode = (path: string) => path.includes("/node_modules/@kubernetes/client-node/");
+    // Its own relative imports name the file exactly ("./config.js"), so resolving them is a join.
+    b.onResolve({ filter: /^\.\.?\// }, (args) =>
+      inClientNode(args.importer)
+        ? { path: resolve(args.resolveDir, args.path), sideEffects: false }
+        : undefined,
+    );
+    b.onResolve({ filter: /^@kubernetes\/client-node$/ }, () => ({
+      path: fileURLToPath(import.meta.resolve("@kubernetes/client-node")),
+      sideEffects: false,
+    }));
+  },
+};
+
 /** How every bundle is built: one ES module for Node 24 from one entry. */
 export function bundleOptions(entryPoint: string, outfile: string): BuildOptions & { metafile: true } {
   return {
@@ -60,6 +84,7 @@ export function bundleOptions(entryPoint: string, outfile: string): BuildOptions
     // No source map: the bundle is not minified, so stack traces stay readable without one.
     metafile: true,
     logLevel: "warning",
+    plugins: [clientNodeWithoutSideEffects],
     // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
     banner: {
       js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",
