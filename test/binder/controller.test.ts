@@ -119,6 +119,27 @@ describe("binder controller over the sandbox", () => {
     assert.equal(Object.keys(again).filter((k) => k.startsWith("update")).length, 0);
   });
 
+  it("two events for one claim at once are synced one after the other: one bind, no lost race", async () => {
+    await kube.create(persistentVolumes, pv("twice", "1Gi"));
+    await settleVolume("twice");
+    await kube.create(persistentVolumeClaims, pvc("twice", "1Gi"));
+    await sandbox.admin.resetCounters();
+    const event = {
+      action: "add",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "twice",
+      namespace: "default",
+    } as const;
+    const [first, second] = await Promise.all([binder.handleEvent(event), binder.handleEvent(event)]);
+    assert.equal(first[0]?.outcome, "bound to volume twice");
+    assert.equal(first[0]?.attempts, 1);
+    assert.equal(second[0]?.attempts, 1, "the second sync read the bound state, so it had nothing to retry");
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["update persistentvolumes"], 1, JSON.stringify(counters));
+    assert.equal(counters["update persistentvolumeclaims/status"], 1, JSON.stringify(counters));
+  });
+
   it("a deleted claim releases its Retain volume, which keeps its claimRef", async () => {
     await kube.create(persistentVolumes, pv("keep", "1Gi"));
     await settleVolume("keep");

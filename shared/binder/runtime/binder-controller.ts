@@ -1,4 +1,5 @@
 import type { ControllerEvent } from "../../http/controller-function.ts";
+import { KeyedSerializer } from "../../keyed-serializer.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
@@ -48,6 +49,7 @@ export class BinderController {
   private readonly maxFollowUps: number;
   private readonly resyncConcurrency: number;
   private readonly volumeCache: VolumeCache | undefined;
+  private readonly serializer = new KeyedSerializer();
 
   constructor(options: BinderControllerOptions) {
     this.kube = options.kube;
@@ -148,8 +150,19 @@ export class BinderController {
     });
   }
 
-  /** Read → decide → write; a conflict means someone else moved first: decide again on fresh state. */
+  /**
+   * Read → decide → write; a conflict means someone else moved first: decide again on fresh state.
+   * Syncs of one object in this process wait for each other (a claim's own event and a follow-up
+   * from its volume's event would otherwise race to a 409).
+   */
   private retryOnConflict(
+    object: string,
+    decide: () => Promise<{ plan: SyncPlan | undefined; outcome?: string }>,
+  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
+    return this.serializer.run(object, () => this.syncOnce(object, decide));
+  }
+
+  private syncOnce(
     object: string,
     decide: () => Promise<{ plan: SyncPlan | undefined; outcome?: string }>,
   ): Promise<SyncReport & { followUps?: FollowUp[] }> {
