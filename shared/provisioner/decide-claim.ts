@@ -69,6 +69,21 @@ export function whyNotProvision(claim: PersistentVolumeClaim, ctx: ClaimContext)
   return undefined;
 }
 
+/**
+ * Whether decideClaim answers "ignore" for this claim whatever its class and
+ * its PV are: it carries no intent of ours (so nothing can have been left
+ * behind) and is bound, being deleted, or not handed to this driver. Being
+ * independent of every other object, it can be asked of an event's own copy
+ * of the claim, to acknowledge the event without reading anything; a claim
+ * that changes afterwards comes back with an event of its own.
+ */
+export function claimNeedsNothing(claim: PersistentVolumeClaim, driverName: string): boolean {
+  if (hasProvisioningIntent(claim)) return false;
+  return Boolean(
+    claim.metadata.deletionTimestamp || claim.spec.volumeName || !isClaimForDriver(claim, driverName),
+  );
+}
+
 export function decideClaim(claim: PersistentVolumeClaim, ctx: ClaimContext): ClaimDecision {
   const intent = hasProvisioningIntent(claim);
   const pv = ctx.existingVolume;

@@ -62,7 +62,12 @@ import {
   provisioningFinalizer,
   pvFinalizer,
 } from "../../shared/provisioner/constants.ts";
-import { type ClaimContext, type ClaimDecision, decideClaim } from "../../shared/provisioner/decide-claim.ts";
+import {
+  type ClaimContext,
+  type ClaimDecision,
+  claimNeedsNothing,
+  decideClaim,
+} from "../../shared/provisioner/decide-claim.ts";
 import { decideVolume, type VolumeContext } from "../../shared/provisioner/decide-volume.ts";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20260802);
@@ -256,6 +261,22 @@ describe("provisioner decisions", () => {
       }),
       params(),
     );
+  });
+
+  it("claimNeedsNothing (answering an event from its copy) only says yes where decideClaim ignores the claim whatever the class and PV", () => {
+    // Catches: judging from an event's copy a claim whose decision depends on the objects the copy
+    // does not show (an intent left behind, a PV, the class): that event would be dropped unread.
+    let judgedFromCopy = 0;
+    fc.assert(
+      fc.property(claimCase, (c) => {
+        if (!claimNeedsNothing(c.claim, ours)) return;
+        judgedFromCopy++;
+        const d = decideClaim(c.claim, contextOf(c));
+        assert.equal(d.action, "ignore", JSON.stringify(d));
+      }),
+      params(),
+    );
+    assert.ok(judgedFromCopy > RUNS / 10, `exercised: ${judgedFromCopy} claims judged from a copy`);
   });
 
   it("a claim whose PV records it never gets cleanup (the cleanup would delete its data)", () => {

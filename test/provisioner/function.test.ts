@@ -87,6 +87,28 @@ describe("provisioner function over HTTP", () => {
     assert.equal(r.body.results[0].synced[0].outcome, `provisioned volume pvc-${c.metadata.uid}`);
   });
 
+  it("a claim event whose own copy is bound, with no intent of ours, is answered without reading anything", async () => {
+    const c = await handedOver("bound-copy");
+    const bound = { ...c, spec: { ...c.spec, volumeName: "pv-elsewhere" } };
+    await sandbox.admin.resetCounters();
+    const r = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "MODIFIED", object: bound }));
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.results[0].synced[0].outcome, "nothing to do (the event's copy)");
+    assert.deepEqual(await sandbox.admin.counters(), {});
+
+    // A copy not shaped like a claim is not judged: the claim is read (and, being Pending, provisioned).
+    const odd = { ...bound, metadata: { ...bound.metadata, finalizers: "not-a-list" } };
+    const r2 = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "MODIFIED", object: odd }));
+    assert.equal(r2.status, 200, JSON.stringify(r2.body));
+    assert.equal(r2.body.results[0].synced[0].outcome, `provisioned volume pvc-${c.metadata.uid}`);
+  });
+
   it("answers 503 with Retry-After while CreateVolume may still be running, and 400 for a bad envelope", async () => {
     const c = await handedOver("slow-claim");
     await sandbox.csi.setFaults({

@@ -32,6 +32,7 @@ import {
   reason,
 } from "../constants.ts";
 import {
+  claimNeedsNothing,
   decideClaim,
   hasProvisioningIntent,
   isClaimForDriver,
@@ -40,6 +41,7 @@ import {
 import { decideVolume, isVolumeForDriver } from "../decide-volume.ts";
 import type { ProvisionerOptions } from "../options.ts";
 import { volumeNameForClaim } from "../volume-name.ts";
+import { claimFromEvent } from "./event-claim.ts";
 import { loadCreateVolumeRequest, readSecretData } from "./load-request.ts";
 import { type ProvisionerMetrics, provisionerMetrics } from "./provisioner-metrics.ts";
 import { protectSource, releaseSource } from "./source-protection.ts";
@@ -56,6 +58,8 @@ export interface ProvisionerEvent {
   apiVersion: string;
   name: string;
   namespace?: string;
+  /** The object as the event carried it (untrusted; absent in Reference mode). */
+  object?: Record<string, unknown>;
 }
 
 export interface ProvisionerControllerOptions {
@@ -126,7 +130,16 @@ export class ProvisionerController {
     // A DELETED claim or PV is gone for good: everything that mattered happened while finalizers held it.
     if (e.action === "delete")
       return [{ object: `${e.kind} ${e.name}`, outcome: "deleted; nothing left to do" }];
-    if (e.kind === "PersistentVolumeClaim") return [await this.syncClaim(e.namespace ?? "", e.name)];
+    if (e.kind === "PersistentVolumeClaim") {
+      // Observed in the event's copy: bound (or deleted, or another driver's) and no intent of ours.
+      // Nothing the API could say would change that answer, so nothing is read.
+      const copy = claimFromEvent(e.object);
+      if (copy && claimNeedsNothing(copy, this.driverName))
+        return [
+          { object: `claim ${e.namespace ?? ""}/${e.name}`, outcome: "nothing to do (the event's copy)" },
+        ];
+      return [await this.syncClaim(e.namespace ?? "", e.name)];
+    }
     if (e.kind === "PersistentVolume") return [await this.syncVolume(e.name)];
     return [];
   }
