@@ -27,6 +27,17 @@ export function isVolumeForDriver(pv: PersistentVolume, driverName: string): boo
   return pv.spec.csi?.driver === driverName;
 }
 
+/**
+ * Whether decideVolume answers "ignore" for this PV. The attachments and the
+ * driver's capabilities only ever turn a deletion into "blocked", never into
+ * or out of "ignore" (a property test holds it), so this can be asked of an
+ * event's own copy of the PV; a PV that changes afterwards comes back with an
+ * event of its own.
+ */
+export function volumeNeedsNothing(pv: PersistentVolume, driverName: string): boolean {
+  return decideVolume(pv, { driverName, attachments: [], driverPublishes: false }).action === "ignore";
+}
+
 export function decideVolume(pv: PersistentVolume, ctx: VolumeContext): VolumeDecision {
   if (!isVolumeForDriver(pv, ctx.driverName))
     return { action: "ignore", reason: `not provisioned by ${ctx.driverName}` };

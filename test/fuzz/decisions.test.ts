@@ -68,7 +68,11 @@ import {
   claimNeedsNothing,
   decideClaim,
 } from "../../shared/provisioner/decide-claim.ts";
-import { decideVolume, type VolumeContext } from "../../shared/provisioner/decide-volume.ts";
+import {
+  decideVolume,
+  type VolumeContext,
+  volumeNeedsNothing,
+} from "../../shared/provisioner/decide-volume.ts";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20260802);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1000);
@@ -442,6 +446,24 @@ describe("provisioner volume decisions", () => {
       }),
       params(),
     );
+  });
+
+  it("ignore does not depend on attachments or driver capabilities, so volumeNeedsNothing may judge an event's copy", () => {
+    // Catches: a decision that could ignore a PV only because of what the copy does not show.
+    let judgedFromCopy = 0;
+    fc.assert(
+      fc.property(volumeCase, ({ pv, ctx }) => {
+        const fromCopy = volumeNeedsNothing(pv, ours);
+        if (fromCopy) judgedFromCopy++;
+        assert.equal(
+          fromCopy,
+          decideVolume(pv, ctx).action === "ignore",
+          JSON.stringify(decideVolume(pv, ctx)),
+        );
+      }),
+      params(),
+    );
+    assert.ok(judgedFromCopy > RUNS / 10, `exercised: ${judgedFromCopy} volumes judged from a copy`);
   });
 
   it("finalizer decisions are idempotent: after add-finalizer or remove-finalizer the same is not decided again", () => {

@@ -109,6 +109,39 @@ describe("provisioner function over HTTP", () => {
     assert.equal(r2.body.results[0].synced[0].outcome, `provisioned volume pvc-${c.metadata.uid}`);
   });
 
+  it("a volume event whose own copy needs nothing is answered without reads; a Released copy is read", async () => {
+    const pv = (phase: string) => ({
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: {
+        name: "pv-copy",
+        annotations: { "pv.kubernetes.io/provisioned-by": driverName },
+        finalizers: ["external-provisioner.volume.kubernetes.io/finalizer"],
+      },
+      spec: {
+        capacity: { storage: "1Gi" },
+        persistentVolumeReclaimPolicy: "Delete",
+        csi: { driver: driverName, volumeHandle: "vol-copy" },
+      },
+      status: { phase },
+    });
+    await sandbox.admin.resetCounters();
+    const bound = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "MODIFIED", object: pv("Bound") }));
+    assert.equal(bound.status, 200, JSON.stringify(bound.body));
+    assert.equal(bound.body.results[0].synced[0].outcome, "nothing to do (the event's copy)");
+    assert.deepEqual(await sandbox.admin.counters(), {});
+    const released = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "MODIFIED", object: pv("Released") }));
+    assert.equal(released.status, 200, JSON.stringify(released.body));
+    assert.equal(released.body.results[0].synced[0].outcome, "volume is gone");
+    assert.equal((await sandbox.admin.counters())["get persistentvolumes"], 1);
+  });
+
   it("answers 503 with Retry-After while CreateVolume may still be running, and 400 for a bad envelope", async () => {
     const c = await handedOver("slow-claim");
     await sandbox.csi.setFaults({

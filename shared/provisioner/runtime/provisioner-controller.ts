@@ -38,10 +38,10 @@ import {
   isClaimForDriver,
   nextRetryDelaySeconds,
 } from "../decide-claim.ts";
-import { decideVolume, isVolumeForDriver } from "../decide-volume.ts";
+import { decideVolume, isVolumeForDriver, volumeNeedsNothing } from "../decide-volume.ts";
 import type { ProvisionerOptions } from "../options.ts";
 import { volumeNameForClaim } from "../volume-name.ts";
-import { claimFromEvent } from "./event-claim.ts";
+import { claimFromEvent, volumeFromEvent } from "./event-copies.ts";
 import { loadCreateVolumeRequest, readSecretData } from "./load-request.ts";
 import { type ProvisionerMetrics, provisionerMetrics } from "./provisioner-metrics.ts";
 import { protectSource, releaseSource } from "./source-protection.ts";
@@ -140,7 +140,13 @@ export class ProvisionerController {
         ];
       return [await this.syncClaim(e.namespace ?? "", e.name)];
     }
-    if (e.kind === "PersistentVolume") return [await this.syncVolume(e.name)];
+    if (e.kind === "PersistentVolume") {
+      // Observed in the event's copy: not ours, or nothing to reclaim and the finalizer in step.
+      const copy = volumeFromEvent(e.object);
+      if (copy && volumeNeedsNothing(copy, this.driverName))
+        return [{ object: `volume ${e.name}`, outcome: "nothing to do (the event's copy)" }];
+      return [await this.syncVolume(e.name)];
+    }
     return [];
   }
 
