@@ -30,7 +30,7 @@ import { type AdmissionLatencyResult, runAdmissionLatency } from "./admission-la
 import { type BindLatencyResult, runBindLatency } from "./bind-latency.ts";
 import { type ColdStartResult, runColdStart } from "./cold-start.ts";
 import { type ProvisioningResult, runProvisioning } from "./provisioning.ts";
-import { cpuSnapshot, load, otherLoad, progress, round } from "./support.ts";
+import { cpuLoopMs, cpuSnapshot, load, otherLoad, progress, round } from "./support.ts";
 
 export const PARTS = ["coldStart", "admissionLatency", "provisioning", "bindLatency"] as const;
 export type Part = (typeof PARTS)[number];
@@ -83,6 +83,8 @@ export interface BenchReport {
   machine: {
     cpus: number;
     loadAverage1mAtStart: number;
+    /** bench/support.ts cpuLoopMs at the start and at the end: lower is a faster machine. */
+    cpuLoopMs: { atStart: number; atEnd: number };
     otherProcessesCpuPercent: number;
     loadPresent: boolean;
   };
@@ -156,6 +158,7 @@ export async function runBench(params: BenchParams = DEFAULT_PARAMS): Promise<Be
     machine: {
       cpus: loadAtStart.cpus,
       loadAverage1mAtStart: loadAtStart.loadAverage1m,
+      cpuLoopMs: { atStart: cpuLoopMs(), atEnd: 0 },
       otherProcessesCpuPercent: 0,
       loadPresent: false,
     },
@@ -194,6 +197,7 @@ export async function runBench(params: BenchParams = DEFAULT_PARAMS): Promise<Be
       runBindLatency({ sizes: params.bindSizes, runs: params.bindRuns }),
     );
   }
+  report.machine.cpuLoopMs.atEnd = cpuLoopMs();
   const end = cpuSnapshot();
   const other = otherLoad(start, end).otherProcessesCpuPercent;
   report.seconds = round((end.at - start.at) / 1000, 1);

@@ -70,6 +70,23 @@ export function atLeast(value: number, limit: number, unit = ""): Target {
 }
 
 /** The machine's load average, so a reader can tell a quiet run from a loaded one. */
+/**
+ * Milliseconds one core takes for a fixed loop (median of 3). The same
+ * machine has been seen to run it in 550 ms one hour and 900 ms the next (a
+ * shared host), so every figure stands next to the speed it was taken at.
+ */
+export function cpuLoopMs(): number {
+  const times: number[] = [];
+  for (let run = 0; run < 3; run++) {
+    const t0 = performance.now();
+    let x = 0;
+    for (let i = 0; i < 100_000_000; i++) x += i % 7;
+    if (x < 0) throw new Error("unreachable: keeps the loop from being optimized away");
+    times.push(performance.now() - t0);
+  }
+  return round(median(times), 0);
+}
+
 export function load(): { loadAverage1m: number; cpus: number } {
   return { loadAverage1m: round(loadavg()[0] ?? 0, 2), cpus: navigator.hardwareConcurrency };
 }

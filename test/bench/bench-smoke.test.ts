@@ -65,6 +65,7 @@ test("every bench module runs with tiny parameters and the report keeps its shap
   // One JSON document: survives a round trip unchanged.
   assert.deepEqual(JSON.parse(JSON.stringify(report)), report);
   assert.equal(typeof report.machine.otherProcessesCpuPercent, "number");
+  assert.ok(report.machine.cpuLoopMs.atStart > 0 && report.machine.cpuLoopMs.atEnd > 0);
 
   const cold = report.coldStart?.result;
   assert.ok(cold, "coldStart");
