@@ -8,6 +8,7 @@
 // again, a few times: one blip of the driver should not cost a restart.
 
 import { type Env, positiveIntegerFromEnv } from "../config.ts";
+import { retrying } from "../retry.ts";
 import type { CsiCapabilities } from "./capabilities.ts";
 import { CsiClient } from "./client.ts";
 import { csiEndpointFromEnv } from "./endpoint.ts";
@@ -42,16 +43,14 @@ export interface ConnectedDriver {
 }
 
 export async function connectDriver(options: ConnectDriverOptions): Promise<ConnectedDriver> {
-  const attempts = options.attempts ?? 5;
   const retryDelayMs = options.retryDelayMs ?? 200;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await connectOnce(options);
-    } catch (err) {
-      if (attempt >= attempts || !transientCodes.has(grpcCodeOf(err))) throw err;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(5000, retryDelayMs * 2 ** (attempt - 1))));
-    }
-  }
+  return retrying(() => connectOnce(options), {
+    maxAttempts: options.attempts ?? 5,
+    // Waits of retryDelayMs·2^(n-1) to twice that (jittered), at most 5 s.
+    baseDelayMs: 2 * retryDelayMs,
+    maxDelayMs: 5000,
+    retryable: (err) => transientCodes.has(grpcCodeOf(err)),
+  });
 }
 
 async function connectOnce(options: ConnectDriverOptions): Promise<ConnectedDriver> {

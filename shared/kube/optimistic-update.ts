@@ -6,6 +6,7 @@
 
 import { setTimeout as delay } from "node:timers/promises";
 import { isDeepStrictEqual } from "node:util";
+import { backoffDelayMs, type RetryOptions, retrying } from "../retry.ts";
 import { apiStatusOf, isConflict, lostToConcurrentWriter } from "./api-errors.ts";
 import type { KubeJsonClient } from "./json-client.ts";
 import type { ResourceDescriptor } from "./resources.ts";
@@ -24,17 +25,7 @@ export interface VersionedObject {
 /** Returns the desired object, or undefined for "nothing to change". May edit its argument (a private copy) in place. */
 export type Mutate<T> = (current: T) => T | undefined;
 
-export interface RetryOptions {
-  /** Total attempts (reads + writes pairs), at least 1. Default 5. */
-  maxAttempts?: number;
-  /** First backoff after a conflict; doubles per attempt, jittered. Default 25 ms. */
-  baseDelayMs?: number;
-  /** Cap for one backoff. Default 1000 ms. */
-  maxDelayMs?: number;
-  sleep?: (ms: number) => Promise<void>;
-  /** Source of jitter in [0, 1). Default Math.random. */
-  random?: () => number;
-}
+export { backoffDelayMs, type RetryOptions } from "../retry.ts";
 
 export interface UpdateWithRetryOptions<T> extends RetryOptions {
   read: () => Promise<T>;
@@ -79,15 +70,6 @@ function wireForm(value: unknown): unknown {
   return JSON.parse(JSON.stringify(value));
 }
 
-export function backoffDelayMs(attempt: number, options: RetryOptions = {}): number {
-  const base = options.baseDelayMs ?? 25;
-  const cap = options.maxDelayMs ?? 1000;
-  const random = options.random ?? Math.random;
-  const ceiling = Math.min(cap, base * 2 ** Math.max(0, attempt - 1));
-  // Equal jitter: at least half the ceiling, so retries spread out but never collapse to zero.
-  return ceiling / 2 + random() * (ceiling / 2);
-}
-
 export interface LostRaceRetryOptions extends RetryOptions {
   /** Which errors mean "another writer moved first". Default: lostToConcurrentWriter (409 or 404). */
   lostRace?: (err: unknown) => boolean;
@@ -104,18 +86,13 @@ export async function retryWhileLosingRaces<T>(
 ): Promise<T> {
   const maxAttempts = Math.max(1, Math.floor(options.maxAttempts ?? 5));
   const lostRace = options.lostRace ?? lostToConcurrentWriter;
-  const sleep = options.sleep ?? ((ms: number) => delay(ms).then(() => undefined));
-  let last: unknown;
-  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    if (attempt > 1) await sleep(backoffDelayMs(attempt - 1, { baseDelayMs: 40, ...options }));
-    try {
-      return await work(attempt);
-    } catch (err) {
-      if (!lostRace(err)) throw err;
-      last = err;
-    }
+  try {
+    return await retrying(work, { baseDelayMs: 40, ...options, maxAttempts, retryable: lostRace });
+  } catch (err) {
+    // Only a lost race can be the last error of all attempts; anything else came through at once.
+    if (lostRace(err)) throw new ConflictRetriesExhaustedError(maxAttempts, err);
+    throw err;
   }
-  throw new ConflictRetriesExhaustedError(maxAttempts, last);
 }
 
 export async function updateWithRetry<T extends VersionedObject>(

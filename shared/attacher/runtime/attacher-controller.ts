@@ -5,7 +5,7 @@
 // deleted and no VolumeAttachment needs it. State that must survive lives in
 // the API objects: finalizers, the node-id annotation, VA status and the
 // backoff annotations. Like upstream, it records no Kubernetes Events.
-import { setTimeout as delay } from "node:timers/promises";
+
 import type { CsiClient } from "../../csi/client.ts";
 import { grpcCodeOf } from "../../csi/errors.ts";
 import type { ControllerEvent } from "../../http/controller-function.ts";
@@ -20,6 +20,7 @@ import type {
   PersistentVolume,
   VolumeAttachment,
 } from "../../kube/types.ts";
+import { retrying } from "../../retry.ts";
 import { resolveSource } from "../attachment-source.ts";
 import {
   type AttachmentStatus,
@@ -345,21 +346,20 @@ export class AttacherController {
       nodeId: published.nodeId,
       secrets: published.secrets,
     });
-    let last: unknown;
-    for (let attempt = 1; attempt <= this.maxAttempts; attempt++) {
-      if (attempt > 1) await delay(Math.min(1000, 50 * 2 ** attempt));
-      try {
-        await this.csi.controllerUnpublishVolume(request);
-        return;
-      } catch (err) {
-        last = err;
-      }
+    try {
+      await retrying(() => this.csi.controllerUnpublishVolume(request), {
+        maxAttempts: this.maxAttempts,
+        baseDelayMs: 200,
+        // Any error: nothing else will ask for this unpublish again.
+        retryable: () => true,
+      });
+    } catch (err) {
+      throw new RetryLaterError(
+        `volume ${published.csi.volumeHandle} was published to node ${published.nodeId} after VolumeAttachment ${va.metadata.name} was released, and unpublishing it failed: ${messageOf(err)}`,
+        undefined,
+        { cause: err },
+      );
     }
-    throw new RetryLaterError(
-      `volume ${published.csi.volumeHandle} was published to node ${published.nodeId} after VolumeAttachment ${va.metadata.name} was released, and unpublishing it failed: ${messageOf(last)}`,
-      undefined,
-      { cause: last },
-    );
   }
 
   private async detach(
