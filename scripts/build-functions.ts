@@ -1,9 +1,9 @@
 // `npm run build:functions`: one self-contained ES module per function for
 // the container / process entry, dist/functions/<name>/index.mjs, bundled
 // from functions/<name>/main.ts by the same bundler as the Lambda handlers
-// (scripts/build-lambda.ts bundleFunctions), csi.proto copied beside it and
-// esbuild's metafile as meta.json. Run a bundle as
-// `node dist/functions/<name>/index.mjs` (same environment as `npm run serve`).
+// (scripts/build-lambda.ts bundleFunctions), esbuild's metafile beside it as
+// meta.json, and serve.mjs to start one: `FUNCTION=<name> node
+// dist/functions/serve.mjs` (same environment as `npm run serve`).
 //
 // Why: loading the TypeScript sources unbundled costs about a second per cold
 // start (thousands of files resolved and read, most of them client-node's);

@@ -5,14 +5,14 @@
 // Why a bundle: Lambda's Node runtime loads .js/.mjs/.cjs handlers only, and
 // a bundle of just the reachable code keeps the zip small and the cold start
 // short. esbuild strips the types the way Node does (erasable syntax only).
-// Files the code opens at run time next to itself (csi.proto, found through
-// import.meta.url) are copied beside the bundle. bundleFunctions is the
+// Nothing is opened beside the bundle at run time (csi.proto comes in as its
+// parsed JSON, shared/csi/csi-descriptor.json). bundleFunctions is the
 // bundler itself; scripts/build-functions.ts uses it for the container
 // entries (functions/<name>/main.ts).
 //
 //   npm run build:lambda [-- --out DIR] [NAME ...]
 
-import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -22,11 +22,6 @@ import { FUNCTION_NAMES, isFunctionName } from "../functions/serve.ts";
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const DEFAULT_OUT_DIR = join(REPO, "dist", "lambda");
 
-/** Runtime assets: a bundle whose inputs include `module` gets `asset` copied next to it. */
-const ASSETS: readonly { module: string; asset: string }[] = [
-  { module: "shared/csi/proto.ts", asset: "shared/csi/csi.proto" },
-];
-
 /** Which module of functions/<name>/ a bundle starts from: `lambda.ts` (exports `handler`) or `main.ts` (serves). */
 export type FunctionEntry = "lambda" | "main";
 
@@ -34,7 +29,6 @@ export interface BuiltLambda {
   name: string;
   /** Absolute path of the bundle. */
   file: string;
-  assets: string[];
   /** esbuild's metafile: every input and its size in the bundle (what startup has to parse). */
   metafile: Metafile;
 }
@@ -94,8 +88,7 @@ export function bundleOptions(entryPoint: string, outfile: string): BuildOptions
 
 /**
  * One self-contained ES module per function, `<outDir>/<name>/index.mjs`,
- * from `functions/<name>/<entry>.ts`, with the runtime assets it opens
- * beside it. Shared by `npm run build:lambda` and `npm run build:functions`.
+ * from `functions/<name>/<entry>.ts`. Shared by `npm run build:lambda` and `npm run build:functions`.
  */
 export async function bundleFunctions(options: BundleOptions): Promise<BuiltLambda[]> {
   const outDir = resolve(options.outDir);
@@ -109,16 +102,8 @@ export async function bundleFunctions(options: BundleOptions): Promise<BuiltLamb
     await mkdir(dir, { recursive: true });
     const file = join(dir, "index.mjs");
     const result = await build(bundleOptions(join(REPO, "functions", name, `${options.entry}.ts`), file));
-    const inputs = new Set(Object.keys(result.metafile.inputs).map((p) => relative(REPO, resolve(REPO, p))));
-    const assets: string[] = [];
-    for (const { module, asset } of ASSETS) {
-      if (!inputs.has(module)) continue;
-      const target = join(dir, asset.split("/").pop() as string);
-      await copyFile(join(REPO, asset), target);
-      assets.push(target);
-    }
     if (options.writeMetafile) await writeFile(join(dir, "meta.json"), JSON.stringify(result.metafile));
-    built.push({ name, file, assets, metafile: result.metafile });
+    built.push({ name, file, metafile: result.metafile });
   }
   return built;
 }

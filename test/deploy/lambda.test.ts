@@ -428,8 +428,11 @@ describe("osls package", () => {
           entries.every((e) => e.startsWith(`dist/lambda/${name}/`)),
           `${name}.zip holds only its bundle`,
         );
-        if (name === "provisioner" || name === "attacher")
-          assert.ok(entries.includes(`dist/lambda/${name}/csi.proto`));
+        assert.deepEqual(
+          entries,
+          [`dist/lambda/${name}/index.mjs`],
+          `${name}.zip: the bundle and nothing else`,
+        );
       }
       const template = JSON.parse(
         await readFile(join(out, "cloudformation-template-update-stack.json"), "utf8"),
