@@ -31,6 +31,9 @@ export class ObjectStore<T extends KubeObject> {
   /** Revision of the last list merged by replaceWithList: older add/update events are already in it. */
   private floor: string | undefined;
   private snapshot: T[] | undefined;
+  /** performance.now() of the last event or list applied. */
+  private lastChangeAt = Number.NEGATIVE_INFINITY;
+  private readonly waiters = new Set<{ rv: string; done: (covered: boolean) => void }>();
 
   get size(): number {
     return this.objects.size;
@@ -95,11 +98,38 @@ export class ObjectStore<T extends KubeObject> {
     return order !== undefined && order >= 0;
   }
 
+  /** Whether an event or list arrived within the last `ms`: a busy watch, soon past any recent revision. */
+  changedWithin(ms: number): boolean {
+    return performance.now() - this.lastChangeAt <= ms;
+  }
+
+  /** Resolves true once covers(rv), or false after `timeoutMs` (at once for an opaque revision). */
+  whenCovers(resourceVersion: string | undefined, timeoutMs: number): Promise<boolean> {
+    if (this.covers(resourceVersion)) return Promise.resolve(true);
+    const rv = resourceVersion;
+    if (rv === undefined || compareResourceVersions(rv, rv) !== 0) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = {
+        rv,
+        done: (covered: boolean) => {
+          clearTimeout(timer);
+          this.waiters.delete(waiter);
+          resolve(covered);
+        },
+      };
+      const timer = setTimeout(() => waiter.done(false), timeoutMs);
+      timer.unref();
+      this.waiters.add(waiter);
+    });
+  }
+
   private advance(rv: string | undefined): void {
+    this.lastChangeAt = performance.now();
     if (this.newest === undefined || compareResourceVersions(rv, this.newest) === 1) {
       // Only comparable revisions move the mark; an opaque one leaves "covers" false.
       if (compareResourceVersions(rv, rv) === 0) this.newest = rv;
     }
+    for (const waiter of this.waiters) if (this.covers(waiter.rv)) waiter.done(true);
   }
 
   private remove(key: string): void {

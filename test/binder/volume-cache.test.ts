@@ -139,6 +139,20 @@ describe("binder with a watched volume copy", () => {
     assert.equal(counters["list persistentvolumes"], 1, JSON.stringify(counters));
   });
 
+  it("no match in a copy behind the claim, but its watch is busy: the sync waits for it, then binds, without a list", async () => {
+    const before = await listVolumes();
+    const copy = frozenCopy(before.items, before.resourceVersion);
+    await kube.create(persistentVolumeClaims, pvc("waits", "5Gi"));
+    // A volume created after the claim, which the "watch" delivers a moment into the sync.
+    const late = await createVolume(pv("arrives", "10Gi"));
+    // Busy: the watch delivered something just now (still older than the claim).
+    copy.store.listed(before.resourceVersion);
+    setTimeout(() => copy.store.apply("add", late), 30);
+    const { report, counters } = await claimSync(copy, "waits");
+    assert.equal(report?.outcome, "bound to volume arrives");
+    assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+  });
+
   it("no match in a copy that reflects the claim's revision: Pending, without a list", async () => {
     await createVolume(pv("tiny", "1Gi"));
     await kube.create(persistentVolumeClaims, pvc("big", "5Gi"));

@@ -126,6 +126,19 @@ describe("ObjectStore", () => {
     });
   }
 
+  it("whenCovers: true once an event reaches the revision, false after the timeout or for an opaque one", async () => {
+    const store = new ObjectStore<KubeObject>();
+    assert.equal(store.changedWithin(1000), false);
+    store.listed("5");
+    assert.equal(store.changedWithin(1000), true);
+    assert.equal(await store.whenCovers("4", 10), true);
+    const waiting = store.whenCovers("9", 5000);
+    setTimeout(() => store.apply("add", obj("a", "9")), 5);
+    assert.equal(await waiting, true);
+    assert.equal(await store.whenCovers("20", 10), false);
+    assert.equal(await store.whenCovers("opaque", 5000), false);
+  });
+
   it("items() is one array until the next change, then a new one", () => {
     const store = new ObjectStore<KubeObject>();
     store.apply("add", obj("a", "1"));

@@ -38,6 +38,11 @@ export function readVolume(kube: KubeJsonClient, name: string): Promise<Persiste
   return getOptional(() => kube.get<PersistentVolume>(persistentVolumes, name));
 }
 
+/** A watch that delivered something this recently counts as busy. */
+const BUSY_WATCH_MS = 250;
+/** How long a claim sync waits for a busy watch to reach the claim's revision before listing. */
+const CATCH_UP_WAIT_MS = 50;
+
 /** A watched copy of every PersistentVolume (shared/kube/watched-store.ts). */
 export interface VolumeCache {
   readonly synced: boolean;
@@ -61,17 +66,22 @@ async function matchingVolumes(
     // Delay binding never skips a pre-bound volume, so the answer does not depend on the class here.
     if (v && winsWithoutSearch(v, claim, false)) return [v];
   }
-  if (cache?.synced) {
+  for (let waited = false; cache?.synced; waited = true) {
     // Without delay binding the cache's pick is the pre-bound volume if any, else the smallest
     // candidate; syncClaim judges it again with the class's real binding mode.
     const hint = findBestMatchForClaim(cache.store.items(), claim, false).volume;
     if (hint) {
       const fresh = await readVolume(kube, hint.metadata.name);
       if (fresh && findBestMatchForClaim([fresh], claim, false).volume) return [fresh];
-      // The cache was behind (bound meanwhile, gone, changed): search for real.
-    } else if (cache.store.covers(claim.metadata.resourceVersion)) {
-      return [];
+      break; // The cache was behind (bound meanwhile, gone, changed): search for real.
     }
+    const rv = claim.metadata.resourceVersion;
+    if (cache.store.covers(rv)) return [];
+    // Observed: no match, and the copy is behind the claim (often the claim's own newest write).
+    // A watch that is busy passes that revision within moments: wait for it once, then look again.
+    // A quiet watch may never pass it, so the search lists at once instead.
+    if (waited || !cache.store.changedWithin(BUSY_WATCH_MS)) break;
+    if (!(await cache.store.whenCovers(rv, CATCH_UP_WAIT_MS))) break;
   }
   const listed = await kube.list<PersistentVolume>(persistentVolumes);
   cache?.store.replaceWithList(listed.items, listed.resourceVersion);
