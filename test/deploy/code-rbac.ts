@@ -226,6 +226,9 @@ function resourceOf(r: ResourceDescriptor, status: boolean): Pick<Permission, "g
 const CLIENT_CALL =
   /\b(?:kube|client)\s*\.\s*(get|list|create|replace|patch|delete)\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
 const UPDATE_OBJECT = /\bupdateObject\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
+// `startWatchedStore<T>({ …, resource: persistentVolumes, … })`: a list, then a watch.
+const WATCHED_STORE = /\bstartWatchedStore\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
+const RESOURCE_OPTION = /\bresource\s*:\s*([A-Za-z_$][\w$]*)/;
 const FIRST_IDENTIFIER = /^\s*([A-Za-z_$][\w$]*)\s*(?:,|$)/;
 const SECOND_IDENTIFIER = /^[^,]*,\s*([A-Za-z_$][\w$]*)\s*(?:,|$)/;
 const STATUS_OPTION = /subresource\s*:\s*["']status["']/;
@@ -258,6 +261,18 @@ function scanUnits(units: readonly Unit[]): ScanResult {
       // Only replace and patch take a subresource here.
       const status = (m[1] === "replace" || m[1] === "patch") && STATUS_OPTION.test(args);
       for (const verb of verbs) calls.push({ ...resourceOf(r, status), verb, file, line });
+    }
+    for (const m of text.matchAll(WATCHED_STORE)) {
+      const before = text.slice(Math.max(0, (m.index ?? 0) - 20), m.index);
+      if (/\bfunction\s*$/.test(before)) continue; // the declaration itself
+      const args = argumentsAt(text, (m.index ?? 0) + m[0].length - 1);
+      const line = lineAt(m.index ?? 0);
+      const r = DESCRIPTORS.get(RESOURCE_OPTION.exec(args)?.[1] ?? "");
+      if (r === undefined) {
+        unresolved.push({ file, line, text: m[0] + args.slice(0, 80) });
+        continue;
+      }
+      for (const verb of ["list", "watch"]) calls.push({ ...resourceOf(r, false), verb, file, line });
     }
     for (const m of text.matchAll(UPDATE_OBJECT)) {
       const before = text.slice(Math.max(0, (m.index ?? 0) - 20), m.index);
