@@ -6,7 +6,9 @@
 // the create call until the API server stores the claim Bound is taken.
 // The forwarder starts without replaying the N volumes (replayExisting
 // false): the figure is a new claim in a settled cluster, not the start-up
-// resync of N volumes.
+// resync of N volumes. One claim is bound first and not counted, so the figure
+// is not that of a binder process meeting its first claim (code not yet
+// optimized by V8).
 
 import { persistentVolumeClaims, persistentVolumes } from "../shared/kube/resources.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
@@ -86,11 +88,21 @@ async function bindAt(
   const requests = new Map<string, number>();
   let binderPeakRssMiB = Number.NaN;
   try {
-    for (let r = 0; r < runs; r++) {
+    // Run -1 warms the binder up (a settled cluster's binder has bound claims before) and is not counted.
+    for (let r = -1; r < runs; r++) {
       // Through the API, so the binder hears of the volume the way it would in a cluster.
       await system.kube.create(persistentVolumes, volume(`match-${r}`, "10Gi"));
       await sleep(50);
-      const name = `bind-${r}`;
+      const name = r < 0 ? "bind-warm-up" : `bind-${r}`;
+      if (r < 0) {
+        await system.kube.create(
+          persistentVolumeClaims,
+          claim(name, { storageClassName: CLASS, storage: "5Gi" }),
+        );
+        await tracker.waitFor([name], timeoutMs);
+        await sleep(200);
+        continue;
+      }
       sandbox.apiServer.counters.clear();
       const t0 = performance.now();
       await system.kube.create(
