@@ -2,7 +2,14 @@
 // which restarts itself after failures). A process that lives across many
 // requests (a Knative revision, a container) keeps one; a Lambda, frozen
 // between invocations, should not.
+//
+// The copy is optional, the process is not: when the copy's estimated size
+// passes a share of the heap limit (a cluster bigger than the process was
+// sized for), it is dropped for good and its users fall back to what they did
+// without it, instead of the process running out of memory. The estimate is
+// by object count, not the heap in use, which a burst of garbage inflates.
 
+import { getHeapStatistics } from "node:v8";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
 import type { KubeJsonClient } from "./json-client.ts";
@@ -13,8 +20,10 @@ import type { KubeObject } from "./types.ts";
 
 export interface WatchedStore<T extends KubeObject> {
   readonly store: ObjectStore<T>;
-  /** The first list has been applied; before that the store promises nothing. */
+  /** The first list has been applied and the copy is kept; before that (or once dropped) it promises nothing. */
   readonly synced: boolean;
+  /** The copy was given up to spare the heap; it will not come back in this process. */
+  readonly dropped: boolean;
   stop(): Promise<void>;
 }
 
@@ -23,27 +32,61 @@ export interface WatchedStoreOptions {
   json: KubeJsonClient;
   resource: ResourceDescriptor;
   log: Logger;
+  /** Drop the copy when its estimated size passes this share of the heap limit. Default 0.5. */
+  maxHeapShare?: number;
+  /** Estimated heap per object. Default 1536 bytes (a PV measured about 1.3 KiB). */
+  bytesPerObject?: number;
 }
 
+/** How many changes pass between two looks at the copy's size. */
+const SIZE_CHECK_EVERY = 500;
+
 export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOptions): WatchedStore<T> {
-  const store = new ObjectStore<T>();
+  let store = new ObjectStore<T>();
   let synced = false;
+  let dropped = false;
+  let changes = 0;
+  const budgetBytes = (options.maxHeapShare ?? 0.5) * getHeapStatistics().heap_size_limit;
+  const bytesPerObject = options.bytesPerObject ?? 1536;
+  const checkHeap = (): void => {
+    const estimate = store.size * bytesPerObject;
+    if (estimate <= budgetBytes) return;
+    dropped = true;
+    synced = false;
+    options.log.warn(
+      { kind: options.resource.kind, objects: store.size, estimateMiB: Math.round(estimate / 2 ** 20) },
+      "the watched copy would crowd the heap; dropping it (raise --max-old-space-size to keep one)",
+    );
+    store = new ObjectStore<T>();
+    void watcher.stop();
+  };
   const watcher = new KindWatcher({
     kubeConfig: options.kubeConfig,
     json: options.json,
     resource: options.resource,
     log: options.log,
-    onChange: (action, object) => store.apply(action, object as T),
+    onChange: (action, object) => {
+      if (dropped) return;
+      store.apply(action, object as T);
+      if (++changes % SIZE_CHECK_EVERY === 0) checkHeap();
+    },
     onListed: (rv) => {
+      if (dropped) return;
       store.listed(rv);
       synced = true;
+      checkHeap();
     },
   });
   watcher.start();
   return {
-    store,
+    get store() {
+      return store;
+    },
     get synced() {
       return synced;
+    },
+    get dropped() {
+      return dropped;
     },
     stop: () => watcher.stop(),
   };

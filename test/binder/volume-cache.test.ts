@@ -164,6 +164,29 @@ describe("binder with a watched volume copy", () => {
     assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
   });
 
+  it("a watched store that would crowd the heap is dropped: not synced, empty, and the binder lists instead", async () => {
+    await createVolume(pv("big-cluster", "10Gi"));
+    const watched = startWatchedStore<PersistentVolume>({
+      kubeConfig: sandbox.kubeConfig,
+      json: kube,
+      resource: persistentVolumes,
+      log: createLogger({ name: "test", level: "silent" }),
+      maxHeapShare: 0, // any heap at all is too much
+    });
+    try {
+      await waitFor(() => watched.dropped, "the copy to be dropped after its first list");
+      assert.equal(watched.synced, false);
+      assert.equal(watched.store.size, 0);
+      await kube.create(persistentVolumeClaims, pvc("listed", "1Gi"));
+      const { report, counters } = await claimSync(watched, "listed");
+      assert.equal(report?.outcome, "bound to volume big-cluster");
+      assert.equal(counters["list persistentvolumes"], 1, JSON.stringify(counters));
+      assert.equal(watched.store.size, 0, "the dropped copy does not fill up from the list");
+    } finally {
+      await watched.stop();
+    }
+  });
+
   it("a watched store follows the API: it syncs, sees creates and deletes, and covers their revisions", async () => {
     await createVolume(pv("before", "1Gi"));
     const watched: WatchedStore<PersistentVolume> = startWatchedStore<PersistentVolume>({

@@ -84,7 +84,8 @@ async function matchingVolumes(
     if (!(await cache.store.whenCovers(rv, CATCH_UP_WAIT_MS))) break;
   }
   const listed = await kube.list<PersistentVolume>(persistentVolumes);
-  cache?.store.replaceWithList(listed.items, listed.resourceVersion);
+  // Only a copy in use learns from the list (one not yet synced, or dropped, must not fill up).
+  if (cache?.synced) cache.store.replaceWithList(listed.items, listed.resourceVersion);
   return listed.items;
 }
 
