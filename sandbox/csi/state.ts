@@ -75,10 +75,10 @@ let tempCounter = 0;
 /**
  * Replaces the state file atomically. No fsync: the state must survive the
  * driver process being killed, not the machine losing power, and skipping it
- * keeps bursts of calls fast.
+ * keeps bursts of calls fast. Compact JSON, for the same reason (`jq .` reads it).
  */
 export async function saveState(file: string, state: DriverStateFile): Promise<void> {
   const temp = `${file}.tmp-${process.pid}-${++tempCounter}`;
-  await writeFile(temp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  await writeFile(temp, `${JSON.stringify(state)}\n`, { mode: 0o600 });
   await rename(temp, file);
 }
