@@ -160,6 +160,43 @@ describe("provisioning over the sandbox", () => {
     assert.deepEqual(copy?.contentSource, { volumeId: sourcePv.spec.csi?.volumeHandle });
   });
 
+  it("a CreateVolume that lands after another instance released the claim, with the PV write failing, is taken back", async () => {
+    // Found by the chaos run: instance A reads the claim (intent set) and calls CreateVolume, which
+    // the driver runs late; meanwhile the claim is deleted and cleaned up, so its intent is gone.
+    await system.kube.create(persistentVolumeClaims, claim("late", "fast"));
+    await system.binder.syncClaimByKey("default", "late");
+    const handed = await getClaim("late");
+    assert.ok(handed);
+    // The intent as the provisioner records it before any CreateVolume.
+    await system.kube.replace(persistentVolumeClaims, {
+      ...handed,
+      metadata: { ...handed.metadata, finalizers: ["storage.kube-storage-functions.io/provisioning"] },
+    });
+    await sandbox.csi.setFaults({ latencyMs: 400, methods: ["CreateVolume"] });
+    await sandbox.admin.setFaults({
+      errorProbability: 1,
+      verbs: ["create"],
+      resources: ["persistentvolumes"],
+    });
+    const slow = system.provisioner.syncClaim("default", "late").then(
+      () => "done",
+      (err: unknown) => String(err),
+    );
+    // While CreateVolume waits at the driver, the claim loses its intent and goes away.
+    await new Promise((r) => setTimeout(r, 150));
+    const current = await getClaim("late");
+    assert.ok(current);
+    await system.kube.replace(persistentVolumeClaims, {
+      ...current,
+      metadata: { ...current.metadata, finalizers: [] },
+    });
+    await system.kube.delete(persistentVolumeClaims, "late", "default");
+    assert.match(await slow, /PersistentVolume|500|Internal/i, "the PV write failed");
+    await sandbox.admin.setFaults({});
+    await sandbox.csi.clearFaults();
+    assert.deepEqual(await sandbox.csi.volumes(), [], "the volume nothing records was deleted again");
+  });
+
   it("Retain keeps both the PV (Released) and the backing volume", async () => {
     await system.kube.create(persistentVolumeClaims, claim("precious", "keep"));
     await system.settle();

@@ -2,7 +2,7 @@ import type { CsiClient } from "../../csi/client.ts";
 import { classifyCsiError, GrpcCode, grpcCodeOf } from "../../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../../csi/types.ts";
 import { RetryLaterError } from "../../http/errors.ts";
-import { isAlreadyExists, isNotFound } from "../../kube/api-errors.ts";
+import { isAlreadyExists, isNotFound, isTransient } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
@@ -19,6 +19,7 @@ import type {
   StorageClass,
   VolumeAttachment,
 } from "../../kube/types.ts";
+import { retrying } from "../../retry.ts";
 import { buildPersistentVolume } from "../build-persistent-volume.ts";
 import {
   annDeletionSecretName,
@@ -221,8 +222,8 @@ export class ProvisionerController {
     const started = performance.now();
     const labels = { class: storageClass.metadata.name, source: dataSourceKind(claim) };
     // A retry or a slow claim is told it is being provisioned; a fast first attempt only hears the outcome.
-    const retrying = claim.metadata.annotations?.[annProvisioningFailures] !== undefined;
-    if (retrying || progressEventsDue(claim.metadata.creationTimestamp, this.now())) {
+    const isRetry = claim.metadata.annotations?.[annProvisioningFailures] !== undefined;
+    if (isRetry || progressEventsDue(claim.metadata.creationTimestamp, this.now())) {
       await this.events.event(
         claim,
         "Normal",
@@ -290,7 +291,12 @@ export class ProvisionerController {
       await this.failFinal(claim, storageClass, pv.error, "final");
       return { object, outcome: "provisioning failed", error: pv.error };
     }
-    await this.saveVolume(pv.value);
+    try {
+      await this.saveVolume(pv.value);
+    } catch (err) {
+      await this.takeBackUnrecorded(claim, volume, built.request.secrets, err);
+      throw err;
+    }
     await releaseSource(this.kube, claim);
     await this.events.event(claim, "Normal", reason.provisioningSucceeded, message.succeeded(pvName));
     this.metrics.provisionTotal.inc(labels);
@@ -300,6 +306,47 @@ export class ProvisionerController {
       await this.kube.replace(persistentVolumeClaims, withoutAnnotations(claim, backoffAnnotations));
     }
     return { object, outcome: `provisioned volume ${pvName}` };
+  }
+
+  /**
+   * The PV that records a created volume could not be written. While the claim still carries our
+   * intent, a later sync records the volume (CreateVolume answers with the same one) or cleans it up.
+   * Observed otherwise (claim gone, recreated, or its intent released by another instance's cleanup
+   * while this CreateVolume was still queued at the driver): nothing would ever name the volume
+   * again, so it is deleted now.
+   */
+  private async takeBackUnrecorded(
+    claim: PersistentVolumeClaim,
+    volume: Volume,
+    secrets: CreateVolumeRequest["secrets"],
+    saveError: unknown,
+  ): Promise<void> {
+    try {
+      // No later event leads back here, so transient trouble is waited out a little.
+      const current = await retrying(
+        () =>
+          this.getOptional(() =>
+            this.kube.get<PersistentVolumeClaim>(
+              persistentVolumeClaims,
+              claim.metadata.name,
+              claim.metadata.namespace ?? "",
+            ),
+          ),
+        { maxAttempts: 4, baseDelayMs: 100, retryable: isTransient },
+      );
+      if (current && current.metadata.uid === claim.metadata.uid && hasProvisioningIntent(current)) return;
+      await retrying(() => this.deleteBackingVolume(volume.volumeId, secrets), {
+        maxAttempts: 4,
+        baseDelayMs: 100,
+        retryable: () => true,
+      });
+    } catch (err) {
+      throw new RetryLaterError(
+        `volume ${volume.volumeId} was created for claim ${claim.metadata.namespace}/${claim.metadata.name}, which no longer holds it, and neither recording nor deleting it worked: ${err instanceof Error ? err.message : String(err)}`,
+        1,
+        { cause: saveError },
+      );
+    }
   }
 
   /** Creates the PV; one that already exists for this claim (a retry, another instance) is success. */
