@@ -16,10 +16,11 @@ export const snapshotsDir = "snapshots";
 export const stateFileName = "state.json";
 /**
  * How long a save that others are waiting behind gathers more changes first.
- * A save writes the whole file (O(records)); under a burst of calls this caps
- * them at ~20 a second instead of one per call, for at most 50 ms more on a
- * call that arrived while a save was running. A call on an idle driver is
- * saved at once.
+ * A save writes the whole file (O(records)). Note that the driver runs its
+ * mutating calls one at a time, persist included (driver.ts SerialQueue), so
+ * today its own saves never overlap and each call still pays one save; the
+ * sharing only helps callers that persist concurrently. Moving the save out
+ * of the serialized section would let a burst share saves.
  */
 const GROUP_COMMIT_WINDOW_MS = 50;
 
