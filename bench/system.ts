@@ -9,6 +9,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
+import { registerAdmissionWebhooks } from "../sandbox/admission-webhooks.ts";
 import { KubeJsonClient } from "../shared/kube/json-client.ts";
 import { generateCertificates } from "../shared/tls/certificates.ts";
 import {
@@ -64,26 +65,6 @@ export interface BenchSystem {
   close(): Promise<void>;
 }
 
-function webhook(
-  name: string,
-  url: string,
-  caBundle: string,
-  group: string,
-  resource: string,
-  operations: string[],
-) {
-  return {
-    name,
-    clientConfig: { url, caBundle },
-    rules: [{ operations, apiGroups: [group], apiVersions: ["v1"], resources: [resource] }],
-    sideEffects: "None",
-    admissionReviewVersions: ["v1"],
-    // As `npm start` registers them; failures are counted (sandbox admission.ignoredFailures).
-    failurePolicy: "Ignore",
-    timeoutSeconds: 5,
-  };
-}
-
 async function startAdmission(bs: BenchSandbox): Promise<SpawnedFunction> {
   const certs = generateCertificates({
     service: "admission",
@@ -107,55 +88,8 @@ async function startAdmission(bs: BenchSandbox): Promise<SpawnedFunction> {
       PROVISIONER_DRIVERS: DRIVER_NAME,
     },
   });
-  const ca = Buffer.from(certs.caCert).toString("base64");
-  const url = admission.url;
-  const registry = bs.sandbox.apiServer.registry;
-  registry.seed({
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "MutatingWebhookConfiguration",
-    metadata: { name: "kube-storage-functions" },
-    webhooks: [
-      webhook(
-        "pvc.mutate.storage.kube-storage-functions.io",
-        `${url}/mutate/persistentvolumeclaims`,
-        ca,
-        "",
-        "persistentvolumeclaims",
-        ["CREATE"],
-      ),
-      webhook(
-        "pv.mutate.storage.kube-storage-functions.io",
-        `${url}/mutate/persistentvolumes`,
-        ca,
-        "",
-        "persistentvolumes",
-        ["CREATE"],
-      ),
-    ],
-  });
-  registry.seed({
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingWebhookConfiguration",
-    metadata: { name: "kube-storage-functions" },
-    webhooks: [
-      webhook(
-        "pvc.validate.storage.kube-storage-functions.io",
-        `${url}/validate/persistentvolumeclaims`,
-        ca,
-        "",
-        "persistentvolumeclaims",
-        ["UPDATE"],
-      ),
-      webhook(
-        "va.validate.storage.kube-storage-functions.io",
-        `${url}/validate/volumeattachments`,
-        ca,
-        "storage.k8s.io",
-        "volumeattachments",
-        ["CREATE"],
-      ),
-    ],
-  });
+  // As `npm start` registers them; failures are counted (sandbox admission.ignoredFailures).
+  registerAdmissionWebhooks(bs.sandbox.apiServer.registry, admission.url, certs.caCert);
   return admission;
 }
 

@@ -16,6 +16,7 @@ import { persistentVolumeClaims, pods, storageClasses, volumeAttachments } from 
 import type { PersistentVolumeClaim, VolumeAttachment } from "../shared/kube/types.ts";
 import { createLogger } from "../shared/log.ts";
 import { generateCertificates } from "../shared/tls/certificates.ts";
+import { registerAdmissionWebhooks } from "./admission-webhooks.ts";
 import { startSandbox } from "./start.ts";
 
 interface Running {
@@ -53,26 +54,6 @@ function startFunction(name: string, env: Record<string, string>): Promise<Runni
       resolvePromise({ name, url: String(ready.url), child });
     });
   });
-}
-
-function webhook(
-  name: string,
-  url: string,
-  caBundle: string,
-  group: string,
-  resource: string,
-  operations: string[],
-) {
-  return {
-    name,
-    clientConfig: { url, caBundle },
-    rules: [{ operations, apiGroups: [group], apiVersions: ["v1"], resources: [resource] }],
-    sideEffects: "None",
-    admissionReviewVersions: ["v1"],
-    // The sandbox is a demo: a webhook hiccup should not block it (the API server's own rules still apply).
-    failurePolicy: "Ignore",
-    timeoutSeconds: 5,
-  };
 }
 
 /** Prints the demo claim's way from Pending to attached, as it happens. */
@@ -185,53 +166,7 @@ async function main(): Promise<void> {
   }
 
   const admission = running.find((r) => r.name === "admission")!;
-  const ca = Buffer.from(certs.caCert).toString("base64");
-  sandbox.apiServer.registry.seed({
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "MutatingWebhookConfiguration",
-    metadata: { name: "kube-storage-functions" },
-    webhooks: [
-      webhook(
-        "pvc.mutate.storage.kube-storage-functions.io",
-        `${admission.url}/mutate/persistentvolumeclaims`,
-        ca,
-        "",
-        "persistentvolumeclaims",
-        ["CREATE"],
-      ),
-      webhook(
-        "pv.mutate.storage.kube-storage-functions.io",
-        `${admission.url}/mutate/persistentvolumes`,
-        ca,
-        "",
-        "persistentvolumes",
-        ["CREATE"],
-      ),
-    ],
-  });
-  sandbox.apiServer.registry.seed({
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingWebhookConfiguration",
-    metadata: { name: "kube-storage-functions" },
-    webhooks: [
-      webhook(
-        "pvc.validate.storage.kube-storage-functions.io",
-        `${admission.url}/validate/persistentvolumeclaims`,
-        ca,
-        "",
-        "persistentvolumeclaims",
-        ["UPDATE"],
-      ),
-      webhook(
-        "va.validate.storage.kube-storage-functions.io",
-        `${admission.url}/validate/volumeattachments`,
-        ca,
-        "storage.k8s.io",
-        "volumeattachments",
-        ["CREATE"],
-      ),
-    ],
-  });
+  registerAdmissionWebhooks(sandbox.apiServer.registry, admission.url, certs.caCert);
   say("  webhooks       registered with the sandbox API server (HTTPS, caBundle)");
 
   say("kube-storage-functions: starting the event forwarder...");
