@@ -69,6 +69,16 @@ export function isNotFound(err: unknown): boolean {
   return statusCodeOf(err) === 404;
 }
 
+/** A read (GET) that answers undefined for 404 instead of throwing. */
+export async function getOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await read();
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
 /**
  * A resourceVersion precondition failed. A 409 without a readable Status
  * counts too: client-go does the same, since the server only sends other 409

@@ -1,5 +1,5 @@
 import type { Controller, ControllerEvent } from "../../http/controller-function.ts";
-import { isAlreadyExists, isNotFound } from "../../kube/api-errors.ts";
+import { getOptional, isAlreadyExists, isNotFound } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
@@ -34,15 +34,6 @@ export interface AttachDetachControllerOptions {
   now?: () => Date;
   maxAttempts?: number;
   resyncConcurrency?: number;
-}
-
-async function getOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await read();
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
 }
 
 function str(v: unknown): string | undefined {

@@ -4,20 +4,11 @@
 // upstream's error text), any other API failure is thrown.
 import type { CsiClient } from "../../csi/client.ts";
 import type { ListVolumesEntry } from "../../csi/types.ts";
-import { isNotFound } from "../../kube/api-errors.ts";
+import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { csiNodes, persistentVolumes } from "../../kube/resources.ts";
 import type { CSINode, CSIPersistentVolumeSource, PersistentVolume } from "../../kube/types.ts";
 import { readSecretData } from "../../provisioner/runtime/load-request.ts";
-
-export async function getOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await read();
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-}
 
 export function loadVolume(
   kube: KubeJsonClient,

@@ -5,7 +5,7 @@
 // again and judged on the fresh copy, and "no volume matches" is believed
 // only when the copy provably reflects every volume change up to the claim's
 // own resourceVersion; otherwise the search lists every volume, as before.
-import { isNotFound } from "../../kube/api-errors.ts";
+import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import type { ObjectStore } from "../../kube/object-store.ts";
 import { persistentVolumeClaims, persistentVolumes, pods, storageClasses } from "../../kube/resources.ts";
@@ -15,16 +15,6 @@ import { findBestMatchForClaim, winsWithoutSearch } from "../find-best-match.ts"
 import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
 import { claimClass, claimHasClass, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
-
-/** GET that answers undefined for 404. */
-export async function getOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await read();
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-}
 
 export function readClaim(
   kube: KubeJsonClient,

@@ -4,7 +4,7 @@
 // fresh; the request is the same on every retry for the same state.
 import type { CsiCapabilities } from "../../csi/capabilities.ts";
 import type { CreateVolumeRequest, TopologyRequirement, VolumeContentSource } from "../../csi/types.ts";
-import { isNotFound } from "../../kube/api-errors.ts";
+import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import {
   csiNodes,
@@ -43,15 +43,6 @@ export type RequestOutcome =
   | { kind: "reschedule"; error: string }
   /** An external populator fills this claim: not ours. */
   | { kind: "populator"; reason: string; event: { reason: string; message: string } };
-
-async function getOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await read();
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-}
 
 function decodeSecret(secret: Secret): Record<string, string> {
   const out: Record<string, string> = {};

@@ -2,7 +2,7 @@ import type { CsiClient } from "../../csi/client.ts";
 import { classifyCsiError, GrpcCode, grpcCodeOf } from "../../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../../csi/types.ts";
 import { RetryLaterError } from "../../http/errors.ts";
-import { isAlreadyExists, isNotFound, isTransient } from "../../kube/api-errors.ts";
+import { getOptional, isAlreadyExists, isNotFound, isTransient } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
@@ -161,7 +161,7 @@ export class ProvisionerController {
   syncClaim(namespace: string, name: string): Promise<ProvisionerReport> {
     const object = `claim ${namespace}/${name}`;
     return this.retryOnConflict(async () => {
-      const claim = await this.getOptional(() =>
+      const claim = await getOptional(() =>
         this.kube.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace),
       );
       if (!claim) return { object, outcome: "claim is gone" };
@@ -172,10 +172,8 @@ export class ProvisionerController {
       if (!pvName.ok) return { object, outcome: "ignored", error: pvName.error };
       const className = claimClassName(claim);
       const [storageClass, existingVolume] = await Promise.all([
-        className
-          ? this.getOptional(() => this.kube.get<StorageClass>(storageClasses, className))
-          : undefined,
-        this.getOptional(() => this.kube.get<PersistentVolume>(persistentVolumes, pvName.value)),
+        className ? getOptional(() => this.kube.get<StorageClass>(storageClasses, className)) : undefined,
+        getOptional(() => this.kube.get<PersistentVolume>(persistentVolumes, pvName.value)),
       ]);
       const decision = decideClaim(claim, {
         driverName: this.driverName,
@@ -325,7 +323,7 @@ export class ProvisionerController {
       // No later event leads back here, so transient trouble is waited out a little.
       const current = await retrying(
         () =>
-          this.getOptional(() =>
+          getOptional(() =>
             this.kube.get<PersistentVolumeClaim>(
               persistentVolumeClaims,
               claim.metadata.name,
@@ -548,7 +546,7 @@ export class ProvisionerController {
   syncVolume(name: string): Promise<ProvisionerReport> {
     const object = `volume ${name}`;
     return this.retryOnConflict(async () => {
-      const pv = await this.getOptional(() => this.kube.get<PersistentVolume>(persistentVolumes, name));
+      const pv = await getOptional(() => this.kube.get<PersistentVolume>(persistentVolumes, name));
       if (!pv) return { object, outcome: "volume is gone" };
       if (!isVolumeForDriver(pv, this.driverName))
         return { object, outcome: `not provisioned by ${this.driverName}` };
@@ -662,15 +660,6 @@ export class ProvisionerController {
     };
     await Promise.all(Array.from({ length: Math.min(this.resyncConcurrency, jobs.length) }, worker));
     return { claims: mine.length, volumes: ours.length, errors };
-  }
-
-  private async getOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
-    try {
-      return await read();
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
   }
 }
 
