@@ -12,6 +12,7 @@
 // accepts strings for int64 exactly, while its handling of bigint depends on
 // the installed long.js version (5.x would silently encode 0).
 
+import { isRecord } from "../is-record.ts";
 import { csiPackageDefinition } from "./proto.ts";
 
 // The parts of google.protobuf.DescriptorProto that proto-loader exposes as
@@ -118,10 +119,6 @@ function toBigInt(value: unknown): unknown {
   if (typeof value === "string" && value !== "") return BigInt(value);
   if (typeof value === "number" && Number.isInteger(value)) return BigInt(value);
   return value;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function decodeValue(plan: ValuePlan, value: unknown): unknown {

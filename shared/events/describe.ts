@@ -33,6 +33,4 @@ export function describeType(value: unknown): string {
   }
 }
 
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
+export { isRecord } from "../is-record.ts";

@@ -27,6 +27,7 @@ import { HttpMethod, type KubeConfig, RequestContext } from "@kubernetes/client-
 // dispatcher objects it hands us are undici 8 Agents, so we drive them with the
 // same package rather than Node's bundled copy.
 import { Agent, type Dispatcher } from "undici";
+import { isRecord } from "../is-record.ts";
 import { apiStatusOf, networkErrorCodeOf, statusCodeOf } from "./api-errors.ts";
 import { apiVersionOf, type ResourceDescriptor } from "./resources.ts";
 import type { KubeObject } from "./types.ts";
@@ -174,10 +175,6 @@ function flattenHeaders(headers: Record<string, string | string[] | undefined>):
     if (value !== undefined) out[key.toLowerCase()] = Array.isArray(value) ? value.join(", ") : value;
   }
   return out;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 export class KubeJsonClient {

@@ -23,6 +23,7 @@ import { STATUS_CODES } from "node:http";
 import { createInterface } from "node:readline";
 import { HttpMethod, type KubeConfig, RequestContext, Watch } from "@kubernetes/client-node";
 import { type Dispatcher, request } from "undici";
+import { isRecord } from "../is-record.ts";
 
 export interface WatchHooks {
   /** A watch is starting: ListWatch has dispatched the list before it, if any. */
@@ -183,10 +184,6 @@ export class KubeWatch extends Watch {
       handled.catch((err: unknown) => this.hooks.onBadEvent?.("handling a watch event failed", err));
     }
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** What ListWatch recognizes as a client-side timeout (reconnect at once, same resourceVersion). */

@@ -2,6 +2,8 @@
 // requirement model and label key/value validation shared with the string selector parser
 // of the sandbox API server.
 
+import { isRecord } from "../is-record.ts";
+
 /** One `matchExpressions` entry; structurally compatible with V1LabelSelectorRequirement. */
 export interface LabelSelectorRequirementLike {
   readonly key: string;
@@ -122,10 +124,6 @@ export function requirementsMatch(
   labels: Readonly<Record<string, string>> | undefined,
 ): boolean {
   return requirements.every((requirement) => requirementMatches(requirement, labels));
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function validateMatchLabels(matchLabels: unknown): string[] {

@@ -13,6 +13,7 @@ import { type FSWatcher, watch as watchFs } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { createSecureContext, type SecureContextOptions } from "node:tls";
+import { isRecord } from "../is-record.ts";
 import type { ResourceDescriptor } from "../kube/resources.ts";
 import { secrets } from "../kube/resources.ts";
 import type { KubeObject } from "../kube/types.ts";
@@ -71,10 +72,6 @@ export function checkServingTls(tls: ServingTls, what: string): void {
       cause: err,
     });
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 async function loadSecret(source: TlsSecretSource): Promise<ServingTls> {

@@ -2,13 +2,11 @@
 // claimNeedsNothing / volumeNeedsNothing read. The copy is untrusted input:
 // anything unexpected means "do not judge from the copy", and the controller
 // reads the object as usual.
+
+import { isRecord } from "../../is-record.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 
 type Fields = Record<string, unknown>;
-
-function isRecord(value: unknown): value is Fields {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function optional(value: unknown, is: (v: unknown) => boolean): boolean {
   return value === undefined || value === null || is(value);
