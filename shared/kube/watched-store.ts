@@ -48,7 +48,7 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
   let changes = 0;
   const budgetBytes = (options.maxHeapShare ?? 0.5) * getHeapStatistics().heap_size_limit;
   const bytesPerObject = options.bytesPerObject ?? 1536;
-  const checkHeap = (): void => {
+  const checkSize = (): void => {
     const estimate = store.size * bytesPerObject;
     if (estimate <= budgetBytes) return;
     dropped = true;
@@ -68,13 +68,13 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
     onChange: (action, object) => {
       if (dropped) return;
       store.apply(action, object as T);
-      if (++changes % SIZE_CHECK_EVERY === 0) checkHeap();
+      if (++changes % SIZE_CHECK_EVERY === 0) checkSize();
     },
     onListed: (rv) => {
       if (dropped) return;
       store.listed(rv);
       synced = true;
-      checkHeap();
+      checkSize();
     },
   });
   watcher.start();
