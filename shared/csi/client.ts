@@ -24,7 +24,7 @@ import { CsiError, GrpcCode, grpcCodeOf, toCsiError } from "./errors.ts";
 import type { CsiOperationLabel } from "./metrics.ts";
 import { csiOperationsHistogram, recordCsiOperation } from "./metrics.ts";
 import type { CsiServiceName } from "./proto.ts";
-import { csiMethod, responseTypeName } from "./proto.ts";
+import { csiMethod } from "./proto.ts";
 import { redactSecrets } from "./redact.ts";
 import type {
   ControllerExpandVolumeRequest,
@@ -363,7 +363,7 @@ export class CsiClient {
         }
         let response: Res;
         try {
-          response = fromWire<Res>(responseTypeName(method), value);
+          response = fromWire<Res>(definition.responseTypeName, value);
         } catch (decodeError) {
           fail(decodeError);
           return;

@@ -1,14 +1,21 @@
-// Loads our csi.proto once per process and hands out what grpc-js needs:
-// (from csi-descriptor.json, its parsed form, written by `npm run
-// generate:csi` and checked against the .proto by a test: parsing the text
-// at every start was a large part of a CSI function's cold start)
-// method definitions (path + serializers) for the client, service
-// definitions for servers (the sandbox driver, test fakes), and classic
-// generated-style client constructors for whoever prefers those.
+// csi.proto for grpc-js, built once per process from csi-descriptor.json (its
+// parsed form, written by `npm run generate:csi` and checked against the
+// .proto by a test): method definitions (path + serializers) for the client,
+// service definitions for servers (test fakes), client constructors for
+// whoever prefers those, and the message types wire.ts reads its plans from.
 //
-// Loader options, and why:
-//   keepCase: false  -> camelCase field names (volumeId), the idiomatic JS
-//                       spelling and the protobuf JSON mapping's names.
+// Why not @grpc/proto-loader at run time: besides the serializers, it builds
+// descriptor protos of every message and encodes whole file descriptors for
+// gRPC reflection, which we never serve. That was ~25 ms of a CSI function's
+// cold start; protobufjs's own Root does the part we use in a third of it.
+// The serializers are the ones proto-loader makes (fromObject + encode,
+// decode + toObject with the options below), and test/csi/descriptor.test.ts
+// holds them to proto-loader's byte for byte and object for object.
+//
+// Conversion options, and why:
+//   field names      -> camelCase (volumeId), as parsed into the descriptor:
+//                       the idiomatic JS spelling and the protobuf JSON
+//                       mapping's names.
 //   longs: String    -> int64 decodes to a decimal string: exact at any size
 //                       (Number would silently round above 2^53). wire.ts
 //                       turns them into bigint at our API edge.
@@ -24,19 +31,19 @@
 //                       (`accessType: "mount"`), handy for switches.
 
 import { fileURLToPath } from "node:url";
-import type { ServiceClientConstructor } from "@grpc/grpc-js";
+import type { MethodDefinition, ServiceClientConstructor, ServiceDefinition } from "@grpc/grpc-js";
 import { makeClientConstructor } from "@grpc/grpc-js";
-import type { MethodDefinition, Options, PackageDefinition, ServiceDefinition } from "@grpc/proto-loader";
-import { fromJSON } from "@grpc/proto-loader";
+// The light build: reflection, encoding and JSON descriptors, without the .proto parser.
+import protobuf from "protobufjs/light.js";
 import csiDescriptor from "./csi-descriptor.json" with { type: "json" };
 
-export type { MethodDefinition, PackageDefinition, ServiceDefinition } from "@grpc/proto-loader";
+export type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 
 export const CSI_PROTO_PATH = fileURLToPath(new URL("./csi.proto", import.meta.url));
 export const CSI_PACKAGE = "csi.v1";
 
-export const CSI_LOADER_OPTIONS: Readonly<Options> = Object.freeze({
-  keepCase: false,
+/** How decoded messages look (see above); also what proto-loader is given where it is used (tests, sandbox). */
+export const CSI_CONVERSION_OPTIONS: Readonly<protobuf.IConversionOptions> = Object.freeze({
   longs: String,
   enums: String,
   defaults: true,
@@ -46,32 +53,91 @@ export const CSI_LOADER_OPTIONS: Readonly<Options> = Object.freeze({
 export type CsiServiceName = "Identity" | "Controller" | "Node";
 export const CSI_SERVICE_NAMES: readonly CsiServiceName[] = ["Identity", "Controller", "Node"];
 
-let definition: PackageDefinition | undefined;
+/** A method of csi.proto: grpc-js's definition plus the names of its message types. */
+export interface CsiMethodDefinition extends MethodDefinition<object, object> {
+  /** Fully qualified, e.g. "csi.v1.CreateVolumeRequest". */
+  requestTypeName: string;
+  responseTypeName: string;
+}
 
-/** The package definition of csi.proto, built on first use (synchronously, ~20 ms). */
-export function csiPackageDefinition(): PackageDefinition {
+let root: protobuf.Root | undefined;
+
+/** Every type of csi.proto and its imports, resolved; built on first use (~8 ms). */
+export function csiRoot(): protobuf.Root {
   // protobufjs's Root.toJSON wrote it, so it is an INamespace by construction; TypeScript sees only literals.
-  definition ??= fromJSON(csiDescriptor as unknown as Parameters<typeof fromJSON>[0], {
-    ...CSI_LOADER_OPTIONS,
-  });
-  return definition;
+  if (root === undefined) {
+    root = protobuf.Root.fromJSON(csiDescriptor as protobuf.INamespace);
+    root.resolveAll();
+  }
+  return root;
 }
 
-function isServiceDefinition(value: unknown): value is ServiceDefinition {
-  // Message and enum definitions carry a `format`; services are plain method maps.
-  return typeof value === "object" && value !== null && !("format" in value);
-}
-
-/** Methods of one service, for `server.addService(csiServiceDefinition("Controller"), impl)`. */
-export function csiServiceDefinition(service: CsiServiceName): ServiceDefinition {
-  const found = csiPackageDefinition()[`${CSI_PACKAGE}.${service}`];
-  if (!isServiceDefinition(found)) throw new Error(`csi.proto has no service ${CSI_PACKAGE}.${service}`);
+/** A message type by fully qualified name ("csi.v1.Volume"). */
+export function csiMessageType(fullName: string): protobuf.Type {
+  const found = csiRoot().lookup(fullName);
+  if (!(found instanceof protobuf.Type)) throw new Error(`csi.proto has no message ${fullName}`);
   return found;
 }
 
+/** A protobufjs full name without its leading dot. */
+function qualifiedName(reflected: protobuf.ReflectionObject): string {
+  return reflected.fullName.replace(/^\./, "");
+}
+
+function serializerOf(type: protobuf.Type): (value: object) => Buffer {
+  return (value) => {
+    // fromObject would read an array's indices as field names and send garbage.
+    if (Array.isArray(value)) throw new TypeError(`cannot serialize an array as ${type.name}`);
+    const bytes = type.encode(type.fromObject(value)).finish();
+    return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  };
+}
+
+function deserializerOf(type: protobuf.Type): (bytes: Buffer) => object {
+  return (bytes) => type.toObject(type.decode(bytes), CSI_CONVERSION_OPTIONS);
+}
+
+function methodDefinition(service: protobuf.Service, method: protobuf.Method): CsiMethodDefinition {
+  const request = method.resolvedRequestType;
+  const response = method.resolvedResponseType;
+  // resolveAll() resolved every method; a missing type would be a broken descriptor.
+  if (request === null || response === null)
+    throw new Error(`csi.proto: ${method.name} has unresolved message types`);
+  return {
+    path: `/${qualifiedName(service)}/${method.name}`,
+    requestStream: method.requestStream === true,
+    responseStream: method.responseStream === true,
+    requestSerialize: serializerOf(request),
+    requestDeserialize: deserializerOf(request),
+    responseSerialize: serializerOf(response),
+    responseDeserialize: deserializerOf(response),
+    // The alias makeClientConstructor adds (client.createVolume beside client.CreateVolume).
+    originalName: method.name.charAt(0).toLowerCase() + method.name.slice(1),
+    requestTypeName: qualifiedName(request),
+    responseTypeName: qualifiedName(response),
+  };
+}
+
+const services = new Map<CsiServiceName, Record<string, CsiMethodDefinition>>();
+
+/** Methods of one service, for `server.addService(csiServiceDefinition("Controller"), impl)`. */
+export function csiServiceDefinition(service: CsiServiceName): Record<string, CsiMethodDefinition> {
+  let methods = services.get(service);
+  if (methods === undefined) {
+    const reflected = csiRoot().lookup(`${CSI_PACKAGE}.${service}`);
+    if (!(reflected instanceof protobuf.Service))
+      throw new Error(`csi.proto has no service ${CSI_PACKAGE}.${service}`);
+    methods = {};
+    for (const method of reflected.methodsArray) methods[method.name] = methodDefinition(reflected, method);
+    services.set(service, methods);
+  }
+  return methods;
+}
+
 /** One method: `path` is the full gRPC name, e.g. /csi.v1.Controller/CreateVolume. */
-export function csiMethod(service: CsiServiceName, method: string): MethodDefinition<object, object> {
-  const found = csiServiceDefinition(service)[method];
+export function csiMethod(service: CsiServiceName, method: string): CsiMethodDefinition {
+  const methods = csiServiceDefinition(service);
+  const found = Object.hasOwn(methods, method) ? methods[method] : undefined;
   if (found === undefined) throw new Error(`csi.proto has no method ${CSI_PACKAGE}.${service}/${method}`);
   return found;
 }
@@ -81,25 +147,13 @@ export function fullMethodName(service: CsiServiceName, method: string): string 
   return `/${CSI_PACKAGE}.${service}/${method}`;
 }
 
-/**
- * Every CSI response message is `<Method>Response` in package csi.v1; the
- * fully qualified name lets wire.ts find its descriptor.
- */
-export function responseTypeName(method: string): string {
-  return `${CSI_PACKAGE}.${method}Response`;
-}
-
-export function requestTypeName(method: string): string {
-  return `${CSI_PACKAGE}.${method}Request`;
-}
-
 const constructors = new Map<CsiServiceName, ServiceClientConstructor>();
 
 /** A generated-style client class per service (new Controller(target, credentials)). */
 export function csiServiceClient(service: CsiServiceName): ServiceClientConstructor {
   let ctor = constructors.get(service);
   if (ctor === undefined) {
-    ctor = makeClientConstructor(csiServiceDefinition(service), service);
+    ctor = makeClientConstructor(csiServiceDefinition(service) as ServiceDefinition, service);
     constructors.set(service, ctor);
   }
   return ctor;

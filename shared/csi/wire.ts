@@ -1,4 +1,4 @@
-// Conversion between proto-loader's objects and the shapes in types.ts.
+// Conversion between decoded protobuf objects (proto.ts) and the shapes in types.ts.
 //
 // Decoding (fromWire) is driven by the message descriptors of csi.proto, so
 // no int64 field can be forgotten, however deeply nested (Snapshot's
@@ -12,24 +12,9 @@
 // accepts strings for int64 exactly, while its handling of bigint depends on
 // the installed long.js version (5.x would silently encode 0).
 
+import protobuf from "protobufjs/light.js";
 import { isRecord } from "../is-record.ts";
-import { csiPackageDefinition } from "./proto.ts";
-
-// The parts of google.protobuf.DescriptorProto that proto-loader exposes as
-// `type: object` and we read.
-interface FieldDescriptorLike {
-  name: string;
-  label: string;
-  type: string;
-  typeName: string;
-}
-
-interface DescriptorLike {
-  name: string;
-  field: FieldDescriptorLike[];
-  nestedType: DescriptorLike[];
-  options: { mapEntry?: boolean } | null;
-}
+import { csiMessageType } from "./proto.ts";
 
 type FieldPlan =
   | { name: string; repeated: boolean; kind: "int64" }
@@ -39,77 +24,37 @@ type FieldPlan =
 /** How to decode one map value: a plain copy, an int64, or a message. */
 type ValuePlan = { kind: "copy" } | { kind: "int64" } | { kind: "message"; typeName: string };
 
-const INT64_TYPES = new Set(["TYPE_INT64", "TYPE_UINT64", "TYPE_SINT64", "TYPE_FIXED64", "TYPE_SFIXED64"]);
+/** protobufjs's names of the 64-bit integer types (map values and fields alike). */
+const INT64_TYPES = new Set(["int64", "uint64", "sint64", "fixed64", "sfixed64"]);
 
-let descriptors: Map<string, DescriptorLike> | undefined;
 const plans = new Map<string, FieldPlan[]>();
 
-function isDescriptor(value: unknown): value is DescriptorLike {
-  return (
-    typeof value === "object" &&
-    value !== null &&
-    Array.isArray((value as { field?: unknown }).field) &&
-    Array.isArray((value as { nestedType?: unknown }).nestedType)
-  );
-}
-
-/** Every message type by fully qualified name, nested types included. */
-function allDescriptors(): Map<string, DescriptorLike> {
-  if (descriptors !== undefined) return descriptors;
-  const found = new Map<string, DescriptorLike>();
-  const add = (fullName: string, descriptor: DescriptorLike): void => {
-    found.set(fullName, descriptor);
-    for (const nested of descriptor.nestedType) add(`${fullName}.${nested.name}`, nested);
-  };
-  for (const [name, definition] of Object.entries(csiPackageDefinition())) {
-    if ("format" in definition && definition.format === "Protocol Buffer 3 DescriptorProto") {
-      if (isDescriptor(definition.type)) add(name, definition.type);
-    }
-  }
-  descriptors = found;
-  return found;
-}
-
-/** Protobuf scoping: look the name up from the innermost enclosing scope outwards. */
-function resolveType(scope: string, typeName: string): string {
-  const all = allDescriptors();
-  if (typeName.startsWith(".")) return typeName.slice(1);
-  const parts = scope.split(".");
-  for (let i = parts.length; i >= 0; i--) {
-    const candidate = [...parts.slice(0, i), typeName].join(".");
-    if (all.has(candidate)) return candidate;
-  }
-  throw new Error(`csi.proto: cannot resolve type ${typeName} from ${scope}`);
-}
-
-function valuePlan(scope: string, field: FieldDescriptorLike): ValuePlan {
+/** A field's (or map value's) type: int64, a message (by full name), or anything copied as is. */
+function valuePlan(field: protobuf.Field): ValuePlan {
   if (INT64_TYPES.has(field.type)) return { kind: "int64" };
-  if (field.type === "TYPE_MESSAGE") return { kind: "message", typeName: resolveType(scope, field.typeName) };
+  const resolved = field.resolve().resolvedType;
+  if (resolved instanceof protobuf.Type)
+    return { kind: "message", typeName: resolved.fullName.replace(/^\./, "") };
   return { kind: "copy" };
 }
 
 function planFor(typeName: string): FieldPlan[] {
   const cached = plans.get(typeName);
   if (cached !== undefined) return cached;
-  const descriptor = allDescriptors().get(typeName);
-  if (descriptor === undefined) throw new Error(`csi.proto has no message ${typeName}`);
   const plan: FieldPlan[] = [];
-  for (const field of descriptor.field) {
-    const repeated = field.label === "LABEL_REPEATED";
-    if (INT64_TYPES.has(field.type)) {
-      plan.push({ name: field.name, repeated, kind: "int64" });
-    } else if (field.type === "TYPE_MESSAGE") {
-      const resolved = resolveType(typeName, field.typeName);
-      const target = allDescriptors().get(resolved);
-      if (target?.options?.mapEntry === true) {
-        const valueField = target.field.find((f) => f.name === "value");
-        const value: ValuePlan =
-          valueField === undefined ? { kind: "copy" } : valuePlan(resolved, valueField);
-        plan.push({ name: field.name, kind: "map", value });
-      } else {
-        plan.push({ name: field.name, repeated, kind: "message", typeName: resolved });
-      }
+  for (const field of csiMessageType(typeName).fieldsArray) {
+    const value = valuePlan(field);
+    // A map field's type is its value type; protobufjs keeps the key type apart.
+    if (field.map) {
+      if (value.kind !== "copy") plan.push({ name: field.name, kind: "map", value });
+      continue;
     }
+    if (value.kind === "copy") continue;
+    plan.push(
+      value.kind === "int64"
+        ? { name: field.name, repeated: field.repeated, kind: "int64" }
+        : { name: field.name, repeated: field.repeated, kind: "message", typeName: value.typeName },
+    );
   }
   plans.set(typeName, plan);
   return plan;
@@ -151,7 +96,7 @@ function decodeMessage(typeName: string, message: Record<string, unknown>): Reco
 }
 
 /**
- * A decoded message (as proto-loader produced it with CSI_LOADER_OPTIONS) in
+ * A decoded message (as proto.ts's deserializers produce it) in
  * the shape of types.ts. `typeName` is fully qualified: "csi.v1.Volume".
  * The caller names the result type; the descriptors guarantee the shape.
  */
@@ -160,7 +105,7 @@ export function fromWire<T>(typeName: string, message: unknown): T {
   return decodeMessage(typeName, message) as T;
 }
 
-/** A message from types.ts ready for proto-loader's serializer: bigint -> decimal string. */
+/** A message from types.ts ready for proto.ts's serializers: bigint -> decimal string. */
 export function toWire(message: object): Record<string, unknown> {
   return encodeValue(message) as Record<string, unknown>;
 }
