@@ -7,7 +7,10 @@
 // Variants: the TypeScript sources as `npm run serve` runs them
 // (functions/serve.ts), the esbuild bundle of functions/<name>/main.ts
 // (`npm run build:functions`), and that bundle with Node's compile cache
-// (NODE_COMPILE_CACHE, primed by one run that is not counted). Next to them:
+// (NODE_COMPILE_CACHE, primed by one run that is not counted). Every variant
+// runs with the image's NODE_OPTIONS (functions/node-options.ts): its small
+// young generation means more collections while the bundle loads, and the
+// figure is meant to be the deployed one. Next to them:
 // `node -e 0` and a bare node:http server answering one request (the floor
 // any Node function has), the bundle's biggest packages (esbuild metafile),
 // and what importing each heavy package costs on its own.
@@ -16,6 +19,7 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { type Metafile, stop as stopEsbuild } from "esbuild";
+import { FUNCTION_NODE_OPTIONS } from "../functions/node-options.ts";
 import type { FunctionName } from "../functions/serve.ts";
 import { buildFunctions } from "../scripts/build-functions.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
@@ -276,7 +280,12 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
 
     for (const name of names) {
       functions[name] = {};
-      const env: Record<string, string> = { ...bs.env, FUNCTION: name, PROVISIONER_DRIVERS: DRIVER_NAME };
+      const env: Record<string, string> = {
+        ...bs.env,
+        FUNCTION: name,
+        PROVISIONER_DRIVERS: DRIVER_NAME,
+        NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
+      };
       const request = firstRequest(name);
       for (const variant of variants) {
         const bundle = built.find((b) => b.name === name)?.file;
@@ -323,7 +332,7 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
   }
 
   return {
-    measured: "process spawn -> first request answered (HTTP 200), median of runs; each run a fresh process",
+    measured: `process spawn -> first request answered (HTTP 200), median of runs; each run a fresh process with NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}"`,
     unit: "ms",
     runs,
     nodeBaselineMs: round(nodeBaselineMs, 0),
