@@ -8,7 +8,7 @@
 // (functions/serve.ts), the esbuild bundle of functions/<name>/main.ts
 // (`npm run build:functions`), and that bundle with Node's compile cache
 // (NODE_COMPILE_CACHE, primed by one run that is not counted). Every variant
-// runs with the image's NODE_OPTIONS (functions/node-options.ts): its small
+// runs with the image's NODE_OPTIONS and MALLOC_ARENA_MAX (functions/node-options.ts): its small
 // young generation means more collections while the bundle loads, and the
 // figure is meant to be the deployed one. Next to them:
 // `node -e 0` and a bare node:http server answering one request (the floor
@@ -19,7 +19,11 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { type Metafile, stop as stopEsbuild } from "esbuild";
-import { FUNCTION_NODE_OPTIONS } from "../functions/node-options.ts";
+import {
+  FUNCTION_MALLOC_ARENA_MAX,
+  FUNCTION_NODE_OPTIONS,
+  FUNCTION_PROCESS_ENV,
+} from "../functions/node-options.ts";
 import type { FunctionName } from "../functions/serve.ts";
 import { buildFunctions } from "../scripts/build-functions.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
@@ -284,7 +288,7 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
         ...bs.env,
         FUNCTION: name,
         PROVISIONER_DRIVERS: DRIVER_NAME,
-        NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
+        ...FUNCTION_PROCESS_ENV,
       };
       const request = firstRequest(name);
       for (const variant of variants) {
@@ -332,7 +336,7 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
   }
 
   return {
-    measured: `process spawn -> first request answered (HTTP 200), median of runs; each run a fresh process with NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}"`,
+    measured: `process spawn -> first request answered (HTTP 200), median of runs; each run a fresh process with NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}" MALLOC_ARENA_MAX=${FUNCTION_MALLOC_ARENA_MAX}`,
     unit: "ms",
     runs,
     nodeBaselineMs: round(nodeBaselineMs, 0),

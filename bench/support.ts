@@ -10,7 +10,7 @@ import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { stop as stopEsbuild } from "esbuild";
-import { FUNCTION_NODE_OPTIONS } from "../functions/node-options.ts";
+import { FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
 import { type Sandbox, type SandboxOptions, startSandbox } from "../sandbox/start.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../scripts/build-functions.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
@@ -253,7 +253,7 @@ let bundlesBuilt: Promise<string> | undefined;
 
 /**
  * What the image runs (deploy/Dockerfile): the bundles of `npm run
- * build:functions` with the image's NODE_OPTIONS. Built once per bench run,
+ * build:functions` with the image's environment (NODE_OPTIONS, MALLOC_ARENA_MAX). Built once per bench run,
  * into a directory of its own so a concurrent `npm run build:functions` is
  * not disturbed.
  */
@@ -266,7 +266,7 @@ export async function shippedFunction(): Promise<{ args: string[]; env: Record<s
     await stopEsbuild();
     return join(dir, SERVE_BUNDLE);
   })();
-  return { args: [await bundlesBuilt], env: { NODE_OPTIONS: FUNCTION_NODE_OPTIONS } };
+  return { args: [await bundlesBuilt], env: { ...FUNCTION_PROCESS_ENV } };
 }
 
 export interface BenchSandbox {

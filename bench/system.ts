@@ -1,6 +1,6 @@
 // The system shape `npm start` runs (sandbox/run-system.ts), for the
 // throughput and bind-latency benches: the sandbox, each function its own
-// process as the image runs it (bundled, with the image's NODE_OPTIONS), admission over HTTPS registered as
+// process as the image runs it (bundled, with the image's environment), admission over HTTPS registered as
 // mutating and validating webhooks (caBundle), and the watch forwarder
 // feeding the controllers, as its own process (`npm run forwarder`) the way
 // it is deployed: in the bench's process it would share one event loop with

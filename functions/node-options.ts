@@ -1,12 +1,30 @@
-// The V8 flags every function process runs with: the image sets them as
-// NODE_OPTIONS (deploy/Dockerfile) and the benches start functions with them,
-// so the memory figures are those of what is deployed. Node sizes its heap
-// for the machine, not for a function: without limits a busy process lets
-// garbage pile up to hundreds of MiB before collecting it (250-320 MiB under
-// the bench's burst of 1,000 claims). A 2 MiB young generation and a 64 MiB
-// old generation keep a function near 128 MiB, with room for a binder's copy
-// of 10,000 PVs (about 1.3 MiB per 1,000; past ~23,000 the binder drops its
-// copy and lists instead, unless NODE_OPTIONS gives it a larger old generation).
-// The price is more collection work, 15-20 % of the burst's throughput on a
-// 2-core machine where every process shares the cores.
+// How every function process runs: the image sets these in its environment
+// (deploy/Dockerfile) and the benches start functions with the same, so the
+// memory figures are those of what is deployed.
+//
+// NODE_OPTIONS: Node sizes its heap for the machine, not for a function:
+// without limits a busy process lets garbage pile up to hundreds of MiB before
+// collecting it (250-320 MiB under the bench's burst of 1,000 claims). A 2 MiB
+// young generation and a 64 MiB old generation keep a function near 128 MiB,
+// with room for a binder's copy of 10,000 PVs (about 1.3 MiB per 1,000; past
+// ~23,000 the binder drops its copy and lists instead, unless NODE_OPTIONS
+// gives it a larger old generation). The price is more collection work, 15-20 %
+// of the burst's throughput on a 2-core machine where every process shares
+// the cores.
 export const FUNCTION_NODE_OPTIONS = "--max-semi-space-size=2 --max-old-space-size=64";
+
+// MALLOC_ARENA_MAX: glibc gives each thread that allocates its own malloc
+// arena, and a Node process has a dozen threads (V8's platform workers, the
+// libuv pool). Memory freed in one arena is not reused by another, so under
+// the burst the arenas each keep a high-water mark: one arena took the
+// provisioner's peak from 124-137 to 119-125 MiB and the binder's from
+// 121-136 to 117-120 MiB (bench, three runs each), with no change in
+// throughput beyond the runs' noise. JavaScript runs on one thread, and the
+// others allocate little through malloc, so they rarely wait for its lock.
+export const FUNCTION_MALLOC_ARENA_MAX = "1";
+
+/** The environment the image gives every function process. */
+export const FUNCTION_PROCESS_ENV: Readonly<Record<string, string>> = Object.freeze({
+  NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
+  MALLOC_ARENA_MAX: FUNCTION_MALLOC_ARENA_MAX,
+});

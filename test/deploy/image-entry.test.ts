@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { FUNCTION_NODE_OPTIONS } from "../../functions/node-options.ts";
+import { FUNCTION_PROCESS_ENV } from "../../functions/node-options.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../../scripts/build-functions.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
@@ -27,13 +27,13 @@ after(async () => {
 
 describe("image entry: bundled serve.mjs", () => {
   for (const name of ["binder", "provisioner"]) {
-    it(`FUNCTION=${name} serves the bundle, with the image's heap flags`, async () => {
+    it(`FUNCTION=${name} serves the bundle, with the image's environment`, async () => {
       const fn = await startFunctionProcess(
         name,
         {
           KUBECONFIG: sandbox.kubeconfigPath,
           CSI_ENDPOINT: sandbox.csiEndpoint,
-          NODE_OPTIONS: FUNCTION_NODE_OPTIONS,
+          ...FUNCTION_PROCESS_ENV,
         },
         join(dir, SERVE_BUNDLE),
       );

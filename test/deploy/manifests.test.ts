@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { FUNCTION_NODE_OPTIONS } from "../../functions/node-options.ts";
+import { FUNCTION_MALLOC_ARENA_MAX, FUNCTION_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { FUNCTION_NAMES } from "../../functions/serve.ts";
 import { SERVE_BUNDLE } from "../../scripts/build-functions.ts";
 import { defaultAdmissionConfig } from "../../shared/admission/config.ts";
@@ -530,7 +530,7 @@ describe("image", () => {
   const dockerfile = readFileSync(join(DEPLOY, "Dockerfile"), "utf8");
   const dockerignore = readFileSync(join(REPO, ".dockerignore"), "utf8");
 
-  it("runs the bundles of build:functions on Node 24 as a non-root user, with the benches' NODE_OPTIONS", () => {
+  it("runs the bundles of build:functions on Node 24 as a non-root user, with the benches' NODE_OPTIONS and MALLOC_ARENA_MAX", () => {
     assert.match(dockerfile, /^ARG NODE_IMAGE=node:24[-\w.]*$/m);
     assert.match(dockerfile, /^RUN node scripts\/build-functions\.ts --out \/app\/dist\/functions$/m);
     assert.match(dockerfile, /^COPY --from=build \/app\/dist\/functions \.\/dist\/functions$/m);
@@ -542,6 +542,7 @@ describe("image", () => {
       dockerfile.includes(`NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}"`),
       "the image's heap flags are functions/node-options.ts",
     );
+    assert.match(dockerfile, new RegExp(`^\\s+MALLOC_ARENA_MAX=${FUNCTION_MALLOC_ARENA_MAX}$`, "m"));
   });
 
   it("the build context is only what the image needs", () => {
