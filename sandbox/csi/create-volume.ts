@@ -75,13 +75,8 @@ export async function createVolume(
     throw new CsiError("INTERNAL", `${method}: creating the backing ${kind} volume failed: ${String(err)}`);
   }
   store.volumes.set(id, volume);
-  try {
-    await store.persist();
-  } catch (err) {
-    store.volumes.delete(id);
-    await removeBacking(store.abs(path));
-    throw err;
-  }
+  // Saved before the reply goes out (driver.ts), together with the burst's other changes.
+  store.changed();
   return { volume: volumeMessage(ctx, volume) };
 }
 

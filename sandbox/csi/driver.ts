@@ -192,6 +192,11 @@ export class CsiDriver {
           return handler(request);
         })
       : await handler(request);
+    // Outside the serialized section, so a burst of calls shares saves. Every
+    // reply waits for the file to hold what it reports, its own change or
+    // one it only saw (a repeated CreateVolume finding the volume made a
+    // moment ago): a driver killed before the save answered nobody.
+    await this.ctx.store.persist();
     if (fault.error?.after) {
       // The work is done and saved; the caller just never hears of it.
       this.countInjected(method, "after");
@@ -212,6 +217,7 @@ export class CsiDriver {
   async close(): Promise<void> {
     this.closed = true;
     await this.queue.idle();
+    await this.ctx.store.persist();
   }
 
   private countInjected(method: CsiMethodName, when: "before" | "after"): void {
@@ -242,8 +248,8 @@ export class CsiDriver {
     return this.ready;
   }
 
-  getStats(): DriverStats {
-    return structuredClone(this.stats);
+  getStats(): DriverStats & { stateSaves: number } {
+    return { ...structuredClone(this.stats), stateSaves: this.ctx.store.saves };
   }
 
   resetStats(): void {
@@ -288,7 +294,8 @@ export class CsiDriver {
   }
 
   /** Resolves once the mutating calls queued so far are done and saved. */
-  idle(): Promise<void> {
-    return this.queue.idle();
+  async idle(): Promise<void> {
+    await this.queue.idle();
+    await this.ctx.store.persist();
   }
 }

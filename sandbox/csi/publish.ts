@@ -62,7 +62,7 @@ export async function publishVolume(
     accessMode: mode,
     publishedAt: new Date().toISOString(),
   };
-  await store.persist();
+  store.changed();
   return { publish_context: context };
 }
 
@@ -108,6 +108,6 @@ export async function unpublishVolume(
     if (Object.keys(volume.publishedNodes).length === 0) return {};
     volume.publishedNodes = {};
   }
-  await ctx.store.persist();
+  ctx.store.changed();
   return {};
 }

@@ -55,13 +55,7 @@ export async function createSnapshot(
     throw new CsiError("INTERNAL", `${method}: copying volume ${sourceId} failed: ${String(err)}`);
   }
   store.snapshots.set(id, snapshot);
-  try {
-    await store.persist();
-  } catch (err) {
-    store.snapshots.delete(id);
-    await removeBacking(store.abs(snapshot.path));
-    throw err;
-  }
+  store.changed();
   return { snapshot: snapshotMessage(snapshot) };
 }
 
@@ -70,8 +64,8 @@ export async function deleteSnapshot(ctx: DriverContext, req: DeleteSnapshotRequ
   const snapshot = ctx.store.snapshots.get(id);
   if (!snapshot) return {};
   ctx.store.snapshots.delete(id);
-  await ctx.store.persist();
-  await removeBacking(ctx.store.abs(snapshot.path));
+  ctx.store.changed();
+  ctx.store.removeAfterSave(snapshot.path);
   return {};
 }
 

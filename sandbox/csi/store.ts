@@ -16,11 +16,8 @@ export const snapshotsDir = "snapshots";
 export const stateFileName = "state.json";
 /**
  * How long a save that others are waiting behind gathers more changes first.
- * A save writes the whole file (O(records)). Note that the driver runs its
- * mutating calls one at a time, persist included (driver.ts SerialQueue), so
- * today its own saves never overlap and each call still pays one save; the
- * sharing only helps callers that persist concurrently. Moving the save out
- * of the serialized section would let a burst share saves.
+ * A save writes the whole file (O(records)); under a burst of calls, many
+ * changes share one save (driver.ts persists after the serialized section).
  */
 const GROUP_COMMIT_WINDOW_MS = 50;
 
@@ -85,18 +82,50 @@ export class DriverStore {
     return used;
   }
 
+  /** Counts changes to the records (changed()); the state file holds `savedVersion` of them. */
+  private version = 0;
+  private savedVersion = 0;
+  private saveCount = 0;
+  /** Backing data to remove once the file no longer names it (version: the change that dropped it). */
+  private removals: { version: number; path: string }[] = [];
+
+  /** Whole-file saves completed since the store was opened. */
+  get saves(): number {
+    return this.saveCount;
+  }
+
+  /** The records changed in memory: the next persist() saves them. */
+  changed(): void {
+    this.version++;
+  }
+
+  /**
+   * Removes a dropped record's backing data once a save without the record
+   * has completed. A driver killed before then leaves data whose record the
+   * file still names (the caller never heard back, and retries), or, after
+   * the save, an orphan the next start removes; never a record pointing at
+   * nothing.
+   */
+  removeAfterSave(path: string): void {
+    this.removals.push({ version: this.version, path });
+  }
+
   /**
    * Resolves once the state file holds every change made before the call (a
-   * reply may then be sent). Group commit: while one save runs, later callers
-   * share the next save instead of each writing the whole file, which made a
-   * burst of n creates cost n whole-file writes. The next save also waits a
-   * few milliseconds for more changes to join it.
+   * reply may then be sent); at once when it already does. Group commit:
+   * while one save runs, later callers share the next save instead of each
+   * writing the whole file, which made a burst of n creates cost n
+   * whole-file writes. The next save also waits a few milliseconds for more
+   * changes to join it.
    */
   persist(): Promise<void> {
+    const wanted = this.version;
+    if (this.savedVersion >= wanted) return Promise.resolve();
+    if (this.runningSave && this.runningSave.version >= wanted) return this.runningSave.done;
     if (this.nextSave) return this.nextSave;
     if (!this.runningSave) return this.startSave();
-    // The running save may have serialized the state before this caller's change.
-    this.nextSave = this.runningSave
+    // The running save serialized the state before this caller's change.
+    this.nextSave = this.runningSave.done
       .catch(() => undefined)
       .then(() => new Promise((resolve) => setTimeout(resolve, GROUP_COMMIT_WINDOW_MS)))
       .then(() => {
@@ -106,15 +135,33 @@ export class DriverStore {
     return this.nextSave;
   }
 
-  private runningSave: Promise<void> | undefined;
+  private runningSave: { version: number; done: Promise<void> } | undefined;
   private nextSave: Promise<void> | undefined;
 
   private startSave(): Promise<void> {
-    const save = this.saveNow().finally(() => {
-      if (this.runningSave === save) this.runningSave = undefined;
+    const version = this.version;
+    const done = this.saveNow().then(async () => {
+      this.savedVersion = Math.max(this.savedVersion, version);
+      this.saveCount++;
+      // Before the waiting replies: a DeleteVolume answered means the data is gone.
+      await this.removeDropped();
     });
-    this.runningSave = save;
-    return save;
+    const running = { version, done };
+    this.runningSave = running;
+    void done
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.runningSave === running) this.runningSave = undefined;
+      });
+    return done;
+  }
+
+  private async removeDropped(): Promise<void> {
+    const due = this.removals.filter((r) => r.version <= this.savedVersion);
+    if (due.length === 0) return;
+    this.removals = this.removals.filter((r) => r.version > this.savedVersion);
+    // A failed removal leaves an orphan, which the next start removes.
+    for (const r of due) await removeBacking(this.abs(r.path)).catch(() => undefined);
   }
 
   private async saveNow(): Promise<void> {

@@ -16,7 +16,7 @@ import type {
   ValidateVolumeCapabilitiesResponse,
 } from "./messages.ts";
 import { paginate } from "./paging.ts";
-import { removeBacking, resizeBacking } from "./storage.ts";
+import { resizeBacking } from "./storage.ts";
 import { capabilitiesKind, capabilityProblem, capacityRange, requireField } from "./validate.ts";
 
 /** Unknown ids succeed: the caller wanted the volume gone and it is. */
@@ -32,10 +32,8 @@ export async function deleteVolume(ctx: DriverContext, req: DeleteVolumeRequest)
     );
   }
   ctx.store.volumes.delete(id);
-  await ctx.store.persist();
-  // After the save: a driver killed here leaves an orphan that the next
-  // start removes, never a record pointing at nothing.
-  await removeBacking(ctx.store.abs(volume.path));
+  ctx.store.changed();
+  ctx.store.removeAfterSave(volume.path);
   return {};
 }
 
@@ -74,7 +72,7 @@ export async function expandVolume(
     }
     await resizeBacking(ctx.store.abs(volume.path), volume.kind, target);
     volume.capacityBytes = target;
-    await ctx.store.persist();
+    ctx.store.changed();
   }
   // No node service expansion here: the sandbox never mounts a filesystem.
   return { capacity_bytes: volume.capacityBytes, node_expansion_required: false };

@@ -2,10 +2,11 @@
 // shared (group commit), yet every persist() resolves only once the file
 // holds the change made before it.
 import assert from "node:assert/strict";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { CsiDriver } from "../../sandbox/csi/driver.ts";
 import { loadState, type VolumeRecord } from "../../sandbox/csi/state.ts";
 import { DriverStore, stateFileName } from "../../sandbox/csi/store.ts";
 
@@ -32,6 +33,7 @@ test("a burst of persists: each resolves with its own change on disk, and saves 
     const done: Promise<void>[] = [];
     for (let i = 0; i < 50; i++) {
       store.volumes.set(`vol-${i}`, record(i));
+      store.changed();
       const mine = `vol-${i}`;
       const save = store.persist();
       saves.push(save);
@@ -52,6 +54,7 @@ test("a burst of persists: each resolves with its own change on disk, and saves 
     assert.equal(final.volumes.length, 50);
     // And a change after the burst gets a save of its own.
     store.volumes.set("vol-late", record(99));
+    store.changed();
     await store.persist();
     assert.equal((await loadState(file)).volumes.length, 51);
     assert.deepEqual(
@@ -60,6 +63,84 @@ test("a burst of persists: each resolves with its own change on disk, and saves 
       "no temporary files left",
     );
   } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("persist with nothing changed writes nothing; dropped backing data goes only with the save", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-csi-store-"));
+  try {
+    const store = await DriverStore.open(dir);
+    const file = join(dir, stateFileName);
+    await store.persist();
+    assert.equal(store.saves, 0, "nothing changed, nothing saved");
+
+    const volume = record(1);
+    await mkdir(store.abs(volume.path), { recursive: true });
+    store.volumes.set(volume.id, volume);
+    store.changed();
+    await store.persist();
+    assert.equal(store.saves, 1);
+
+    store.volumes.delete(volume.id);
+    store.changed();
+    store.removeAfterSave(volume.path);
+    // The file still names the volume: its data must stay until a save without it.
+    await stat(store.abs(volume.path));
+    assert.equal((await loadState(file)).volumes.length, 1);
+    await store.persist();
+    assert.equal((await loadState(file)).volumes.length, 0);
+    await assert.rejects(
+      stat(store.abs(volume.path)),
+      { code: "ENOENT" },
+      "removed by the time persist resolves",
+    );
+    assert.equal(store.saves, 2);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("a burst of CreateVolume calls through the driver shares saves, and each reply is on disk", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-csi-store-"));
+  const driver = await CsiDriver.open({ dir });
+  try {
+    const n = 60;
+    const replies = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        driver
+          .invoke("CreateVolume", {
+            name: `pvc-burst-${i}`,
+            capacity_range: { required_bytes: "1048576", limit_bytes: "0" },
+            volume_capabilities: [
+              {
+                access_type: "mount",
+                mount: { fs_type: "", mount_flags: [] },
+                access_mode: { mode: "SINGLE_NODE_WRITER" },
+              },
+            ],
+            parameters: {},
+            secrets: {},
+            volume_content_source: null,
+            accessibility_requirements: null,
+            mutable_parameters: {},
+          } as never)
+          .then(async (reply) => {
+            const id = (reply as { volume: { volume_id: string } }).volume.volume_id;
+            const onDisk = await loadState(join(dir, stateFileName));
+            assert.ok(
+              onDisk.volumes.some((v) => v.id === id),
+              `${id} is on disk when its reply arrives`,
+            );
+            return id;
+          }),
+      ),
+    );
+    assert.equal(new Set(replies).size, n);
+    const saves = driver.getStats().stateSaves;
+    assert.ok(saves >= 1 && saves <= n / 4, `${saves} saves for ${n} creates`);
+  } finally {
+    await driver.close();
     await rm(dir, { recursive: true, force: true });
   }
 });
