@@ -2,6 +2,7 @@
 // container command. Configuration: KUBECONFIG (or the in-cluster service
 // account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE.
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
+import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
 import { booleanFromEnv } from "../../shared/config.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
@@ -28,6 +29,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
         kubeConfig,
         json: kube,
         resource: persistentVolumes,
+        indexBy: volumeClaimIndexKey,
         log: logger.child({ cache: "persistentvolumes" }),
       })
     : undefined;

@@ -80,6 +80,17 @@ export function isVolumeBoundToClaim(volume: PersistentVolume, claim: Persistent
   return !ref.uid || ref.uid === claim.metadata.uid;
 }
 
+/**
+ * The claim a volume's claimRef names ("namespace/name"), or "" for a volume
+ * with no claimRef: the index of the binder's watched copy. A claim can only
+ * get a volume from its own key or from "" (judgeVolumeForClaim skips every
+ * volume bound to another claim), so the search need not look further.
+ */
+export function volumeClaimIndexKey(volume: PersistentVolume): string {
+  const ref = volume.spec.claimRef;
+  return ref ? claimRefKey(ref) : "";
+}
+
 export function claimKey(claim: { metadata: { namespace?: string; name: string } }): string {
   return `${claim.metadata.namespace ?? ""}/${claim.metadata.name}`;
 }

@@ -24,8 +24,19 @@ function newerThan(a: string | undefined, b: string | undefined): boolean {
   return order === undefined || order > 0;
 }
 
+export interface ObjectStoreOptions<T extends KubeObject> {
+  /**
+   * A secondary key per object (e.g. the claim a PV is bound to): byIndex(key)
+   * then answers in time proportional to the objects with that key.
+   */
+  indexBy?: (object: T) => string;
+}
+
 export class ObjectStore<T extends KubeObject> {
   private readonly objects = new Map<string, T>();
+  private readonly indexBy: ((object: T) => string) | undefined;
+  /** indexBy(object) -> store key -> object. */
+  private readonly index = new Map<string, Map<string, T>>();
   /** The newest revision known to be reflected here; undefined until a list is applied. */
   private newest: string | undefined;
   /** Revision of the last list merged by replaceWithList: older add/update events are already in it. */
@@ -35,6 +46,10 @@ export class ObjectStore<T extends KubeObject> {
   private lastChangeAt = Number.NEGATIVE_INFINITY;
   private readonly waiters = new Set<{ rv: string; done: (covered: boolean) => void }>();
 
+  constructor(options: ObjectStoreOptions<T> = {}) {
+    this.indexBy = options.indexBy;
+  }
+
   get size(): number {
     return this.objects.size;
   }
@@ -43,6 +58,13 @@ export class ObjectStore<T extends KubeObject> {
   items(): readonly T[] {
     this.snapshot ??= [...this.objects.values()];
     return this.snapshot;
+  }
+
+  /** The objects whose indexBy key is `key`; undefined when the store has no index. */
+  byIndex(key: string): readonly T[] | undefined {
+    if (this.indexBy === undefined) return undefined;
+    const found = this.index.get(key);
+    return found ? [...found.values()] : [];
   }
 
   get(namespace: string, name: string): T | undefined {
@@ -58,8 +80,7 @@ export class ObjectStore<T extends KubeObject> {
       // A delete carries the deletion revision (or, after a relist, the last known one).
       if (stored && !newerThan(stored.metadata.resourceVersion, rv)) this.remove(key);
     } else if (newerThan(rv, this.floor) && (!stored || newerThan(rv, stored.metadata.resourceVersion))) {
-      this.objects.set(key, object);
-      this.snapshot = undefined;
+      this.put(key, object);
     }
     this.advance(rv);
   }
@@ -78,13 +99,13 @@ export class ObjectStore<T extends KubeObject> {
     for (const o of items) fromList.set(keyOf(o), o);
     for (const [key, stored] of this.objects) {
       if (!fromList.has(key) && !newerThan(stored.metadata.resourceVersion, resourceVersion)) {
-        this.objects.delete(key);
+        this.remove(key);
       }
     }
     for (const [key, listed] of fromList) {
       const stored = this.objects.get(key);
       if (!stored || !newerThan(stored.metadata.resourceVersion, listed.metadata.resourceVersion)) {
-        this.objects.set(key, listed);
+        this.put(key, listed);
       }
     }
     this.snapshot = undefined;
@@ -132,8 +153,32 @@ export class ObjectStore<T extends KubeObject> {
     for (const waiter of this.waiters) if (this.covers(waiter.rv)) waiter.done(true);
   }
 
+  private put(key: string, object: T): void {
+    this.unindex(key);
+    this.objects.set(key, object);
+    this.snapshot = undefined;
+    if (this.indexBy === undefined) return;
+    const indexKey = this.indexBy(object);
+    let bucket = this.index.get(indexKey);
+    if (bucket === undefined) {
+      bucket = new Map();
+      this.index.set(indexKey, bucket);
+    }
+    bucket.set(key, object);
+  }
+
   private remove(key: string): void {
+    this.unindex(key);
     this.objects.delete(key);
     this.snapshot = undefined;
+  }
+
+  private unindex(key: string): void {
+    const stored = this.objects.get(key);
+    if (this.indexBy === undefined || stored === undefined) return;
+    const indexKey = this.indexBy(stored);
+    const bucket = this.index.get(indexKey);
+    bucket?.delete(key);
+    if (bucket?.size === 0) this.index.delete(indexKey);
   }
 }

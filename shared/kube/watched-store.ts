@@ -14,7 +14,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
 import type { KubeJsonClient } from "./json-client.ts";
 import { KindWatcher } from "./kind-watcher.ts";
-import { ObjectStore } from "./object-store.ts";
+import { ObjectStore, type ObjectStoreOptions } from "./object-store.ts";
 import type { ResourceDescriptor } from "./resources.ts";
 import type { KubeObject } from "./types.ts";
 
@@ -27,7 +27,7 @@ export interface WatchedStore<T extends KubeObject> {
   stop(): Promise<void>;
 }
 
-export interface WatchedStoreOptions {
+export interface WatchedStoreOptions<T extends KubeObject> extends ObjectStoreOptions<T> {
   kubeConfig: KubeConfig;
   json: KubeJsonClient;
   resource: ResourceDescriptor;
@@ -41,8 +41,9 @@ export interface WatchedStoreOptions {
 /** How many changes pass between two looks at the copy's size. */
 const SIZE_CHECK_EVERY = 500;
 
-export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOptions): WatchedStore<T> {
-  let store = new ObjectStore<T>();
+export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOptions<T>): WatchedStore<T> {
+  const storeOptions: ObjectStoreOptions<T> = options.indexBy ? { indexBy: options.indexBy } : {};
+  let store = new ObjectStore<T>(storeOptions);
   let synced = false;
   let dropped = false;
   let changes = 0;
@@ -57,7 +58,7 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
       { kind: options.resource.kind, objects: store.size, estimateMiB: Math.round(estimate / 2 ** 20) },
       "the watched copy would crowd the heap; dropping it (raise --max-old-space-size to keep one)",
     );
-    store = new ObjectStore<T>();
+    store = new ObjectStore<T>(storeOptions);
     void watcher.stop();
   };
   const watcher = new KindWatcher({

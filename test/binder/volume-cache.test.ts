@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import type { VolumeCache } from "../../shared/binder/runtime/load-views.ts";
+import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { ObjectStore } from "../../shared/kube/object-store.ts";
@@ -71,9 +72,9 @@ function pvc(name: string, size: string): PersistentVolumeClaim {
   };
 }
 
-/** A copy filled by hand from a list, so a test can make it as stale as it needs. */
+/** A copy filled by hand from a list, so a test can make it as stale as it needs; indexed as the binder's is. */
 function frozenCopy(items: PersistentVolume[], rv: string): VolumeCache {
-  const store = new ObjectStore<PersistentVolume>();
+  const store = new ObjectStore<PersistentVolume>({ indexBy: volumeClaimIndexKey });
   store.replaceWithList(items, rv);
   return { synced: true, store };
 }

@@ -36,10 +36,10 @@ const cases: Case[] = [
   {
     name: "an initial list then watch events",
     steps: [
-      { apply: "add", object: obj("a", "3") },
-      { apply: "add", object: obj("b", "4") },
+      { apply: "add", object: obj("a", "3", "old") },
+      { apply: "add", object: obj("b", "4", "old") },
       { listed: "5" },
-      { apply: "update", object: obj("a", "7") },
+      { apply: "update", object: obj("a", "7", "new") },
       { apply: "add", object: obj("c", "8") },
       { apply: "delete", object: obj("b", "9") },
     ],
@@ -70,10 +70,10 @@ const cases: Case[] = [
     name: "a list merged from elsewhere: the watch's late events at or below it are ignored",
     steps: [
       { apply: "add", object: obj("a", "3") },
-      { apply: "add", object: obj("gone", "4") },
+      { apply: "add", object: obj("gone", "4", "old") },
       { listed: "5" },
       // A fresh list at 20: a changed, "gone" deleted, "new" created before 20.
-      { replace: [obj("a", "12"), obj("new", "15")], rv: "20" },
+      { replace: [obj("a", "12", "new"), obj("new", "15")], rv: "20" },
       // The watch catches up late with the same history.
       { apply: "update", object: obj("a", "6") },
       { apply: "add", object: obj("late", "11") },
@@ -110,7 +110,8 @@ const cases: Case[] = [
 describe("ObjectStore", () => {
   for (const c of cases) {
     it(c.name, () => {
-      const store = new ObjectStore<KubeObject>();
+      const byLabel = (o: KubeObject) => o.metadata.labels?.label ?? "";
+      const store = new ObjectStore<KubeObject>({ indexBy: byLabel });
       for (const step of c.steps) {
         if ("apply" in step) store.apply(step.apply, step.object);
         else if ("listed" in step) store.listed(step.listed);
@@ -121,6 +122,15 @@ describe("ObjectStore", () => {
         .map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`)
         .sort();
       assert.deepEqual(holds, c.holds);
+      // The index holds exactly what the store holds, under each object's current key.
+      const names = (list: readonly KubeObject[] | undefined) =>
+        (list ?? []).map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`).sort();
+      for (const label of new Set([...store.items().map(byLabel), "old", "new", ""]))
+        assert.deepEqual(
+          names(store.byIndex(label)),
+          names(store.items().filter((o) => byLabel(o) === label)),
+          `byIndex(${JSON.stringify(label)})`,
+        );
       for (const [rv, expected] of Object.entries(c.covers))
         assert.equal(store.covers(rv), expected, `covers(${rv})`);
     });
@@ -137,6 +147,30 @@ describe("ObjectStore", () => {
     assert.equal(await waiting, true);
     assert.equal(await store.whenCovers("20", 10), false);
     assert.equal(await store.whenCovers("opaque", 5000), false);
+  });
+
+  it("byIndex follows an object whose key changes, and is undefined without an index", () => {
+    const store = new ObjectStore<KubeObject>({ indexBy: (o) => o.metadata.labels?.label ?? "" });
+    store.apply("add", obj("a", "1", "old"));
+    store.apply("add", obj("b", "2", "old"));
+    store.apply("update", obj("a", "3", "new"));
+    assert.deepEqual(
+      store.byIndex("old")?.map((o) => o.metadata.name),
+      ["b"],
+    );
+    assert.deepEqual(
+      store.byIndex("new")?.map((o) => o.metadata.name),
+      ["a"],
+    );
+    store.apply("delete", obj("b", "4", "old"));
+    assert.deepEqual(store.byIndex("old"), []);
+    store.replaceWithList([obj("c", "5", "new")], "5");
+    assert.deepEqual(
+      store.byIndex("new")?.map((o) => o.metadata.name),
+      ["c"],
+      "a is gone with the list",
+    );
+    assert.equal(new ObjectStore<KubeObject>().byIndex("new"), undefined);
   });
 
   it("items() is one array until the next change, then a new one", () => {

@@ -14,7 +14,13 @@ import { annBindCompleted } from "../constants.ts";
 import { findBestMatchForClaim, winsWithoutSearch } from "../find-best-match.ts";
 import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
-import { claimClass, claimHasClass, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
+import {
+  claimClass,
+  claimHasClass,
+  claimKey,
+  hasAnnotation,
+  isDelayBindingProvisioning,
+} from "../volume-helpers.ts";
 
 export function readClaim(
   kube: KubeJsonClient,
@@ -40,6 +46,18 @@ export interface VolumeCache {
 }
 
 /**
+ * The cached volumes that could match the claim: unclaimed ones and those
+ * whose claimRef names it, when the copy is indexed by volumeClaimIndexKey (the
+ * others would be skipped as bound to another claim); else every one.
+ */
+function cacheCandidates(cache: VolumeCache, claim: PersistentVolumeClaim): readonly PersistentVolume[] {
+  const unclaimed = cache.store.byIndex("");
+  const named = cache.store.byIndex(claimKey(claim));
+  if (unclaimed === undefined || named === undefined) return cache.store.items();
+  return named.length === 0 ? unclaimed : [...unclaimed, ...named];
+}
+
+/**
  * The volumes the claim's search needs to see: the candidate alone when it is
  * the certain winner; the cache's winner alone when its fresh copy still
  * matches; none when the cache reflects the claim's revision and has no
@@ -59,7 +77,7 @@ async function matchingVolumes(
   for (let waited = false; cache?.synced; waited = true) {
     // Without delay binding the cache's pick is the pre-bound volume if any, else the smallest
     // candidate; syncClaim judges it again with the class's real binding mode.
-    const hint = findBestMatchForClaim(cache.store.items(), claim, false).volume;
+    const hint = findBestMatchForClaim(cacheCandidates(cache, claim), claim, false).volume;
     if (hint) {
       const fresh = await readVolume(kube, hint.metadata.name);
       if (fresh && findBestMatchForClaim([fresh], claim, false).volume) return [fresh];
