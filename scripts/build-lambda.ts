@@ -66,6 +66,16 @@ const clientNodeWithoutSideEffects: Plugin = {
   },
 };
 
+/** undici's index in a bundle: scripts/bundle-shims/undici.mjs, the part our functions use. */
+const slimUndici: Plugin = {
+  name: "slim-undici",
+  setup(b) {
+    b.onResolve({ filter: /^undici$/ }, () => ({
+      path: join(REPO, "scripts", "bundle-shims", "undici.mjs"),
+    }));
+  },
+};
+
 /** How every bundle is built: one ES module for Node 24 from one entry. */
 export function bundleOptions(entryPoint: string, outfile: string): BuildOptions & { metafile: true } {
   return {
@@ -78,7 +88,7 @@ export function bundleOptions(entryPoint: string, outfile: string): BuildOptions
     // No source map: the bundle is not minified, so stack traces stay readable without one.
     metafile: true,
     logLevel: "warning",
-    plugins: [clientNodeWithoutSideEffects],
+    plugins: [clientNodeWithoutSideEffects, slimUndici],
     // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
     banner: {
       js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",
