@@ -7,11 +7,14 @@
 // their own sources.
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { stop as stopEsbuild } from "esbuild";
 import { FUNCTION_MALLOC_ARENA_MAX, FUNCTION_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { FUNCTION_NAMES } from "../../functions/serve.ts";
-import { SERVE_BUNDLE } from "../../scripts/build-functions.ts";
+import { buildFunctions, SERVE_BUNDLE } from "../../scripts/build-functions.ts";
 import { defaultAdmissionConfig } from "../../shared/admission/config.ts";
 import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
 import { AttachDetachController } from "../../shared/attach-detach/runtime/attach-detach-controller.ts";
@@ -557,8 +560,33 @@ describe("image", () => {
       "!package.json",
       "!scripts/build-functions.ts",
       "!scripts/build-lambda.ts",
+      "!scripts/bundle-shims/",
       "!shared/",
     ]);
+  });
+
+  it("every file the bundles are built from is in the build context", async () => {
+    const allowed = dockerignore
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.startsWith("!"))
+      .map((l) => l.slice(1));
+    const inContext = (path: string) =>
+      allowed.some((a) => (a.endsWith("/") ? path.startsWith(a) : path === a));
+    const outDir = await mkdtemp(join(tmpdir(), "ksf-context-"));
+    try {
+      const built = await buildFunctions({ outDir });
+      await stopEsbuild();
+      const inputs = new Set(built.flatMap((b) => Object.keys(b.metafile.inputs)));
+      const own = [...inputs].filter((p) => !p.startsWith("node_modules/"));
+      assert.ok(
+        own.some((p) => p.startsWith("scripts/")),
+        "the check sees files outside functions/ and shared/",
+      );
+      for (const path of own) assert.ok(inContext(path), `${path} is in the image's build context`);
+    } finally {
+      await rm(outDir, { recursive: true, force: true });
+    }
   });
 
   it("nothing the image runs imports from outside functions/ and shared/", () => {
