@@ -87,6 +87,16 @@ const mutatingMethods: ReadonlySet<CsiMethodName> = new Set<CsiMethodName>([
   "ControllerExpandVolume",
 ]);
 
+/** Calls that never read the records: their answers cannot report an unsaved change. */
+const recordFreeMethods: ReadonlySet<CsiMethodName> = new Set<CsiMethodName>([
+  "GetPluginInfo",
+  "GetPluginCapabilities",
+  "Probe",
+  "ControllerGetCapabilities",
+  "NodeGetCapabilities",
+  "NodeGetInfo",
+]);
+
 /** A volume as the driver holds it, for leak checks. */
 export interface BackingVolume {
   volumeId: string;
@@ -196,7 +206,7 @@ export class CsiDriver {
     // reply waits for the file to hold what it reports, its own change or
     // one it only saw (a repeated CreateVolume finding the volume made a
     // moment ago): a driver killed before the save answered nobody.
-    await this.ctx.store.persist();
+    if (!recordFreeMethods.has(method)) await this.ctx.store.persist();
     if (fault.error?.after) {
       // The work is done and saved; the caller just never hears of it.
       this.countInjected(method, "after");
