@@ -219,3 +219,88 @@ describe("binder with a watched volume copy", () => {
     }
   });
 });
+
+describe("binder: a bound claim's event judged on its own copy and the watched volume", () => {
+  /** A claim bound to a volume by a binder without a copy, as the API holds them now. */
+  async function boundPair(name: string): Promise<PersistentVolumeClaim> {
+    await createVolume(pv(`${name}-pv`, "10Gi"));
+    await kube.create(persistentVolumeClaims, pvc(name, "5Gi"));
+    const plain = new BinderController({ kube, events: recorder });
+    await plain.syncClaimByKey("default", name);
+    await plain.syncClaimByKey("default", name);
+    const claim = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, name, "default");
+    assert.equal(claim.status?.phase, "Bound");
+    return claim;
+  }
+
+  async function claimEvent(cache: VolumeCache, name: string, object: unknown) {
+    const binder = new BinderController({ kube, events: recorder, volumeCache: cache });
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "update",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name,
+      namespace: "default",
+      object: object as Record<string, unknown>,
+    });
+    return { reports, counters: await sandbox.admin.counters() };
+  }
+
+  it("a copy that covers the claim and agrees: nothing to do, without a single request", async () => {
+    const claim = await boundPair("settled");
+    const listed = await listVolumes();
+    const { reports, counters } = await claimEvent(
+      frozenCopy(listed.items, listed.resourceVersion),
+      "settled",
+      claim,
+    );
+    assert.equal(reports[0]?.outcome, "already bound (event copy, watched volume)");
+    assert.deepEqual(counters, {}, "no reads, no writes");
+  });
+
+  it("a copy behind the claim's revision: the usual fresh reads", async () => {
+    const before = await listVolumes();
+    const claim = await boundPair("ahead");
+    const { reports, counters } = await claimEvent(
+      frozenCopy(
+        [...before.items, await kube.get<PersistentVolume>(persistentVolumes, "ahead-pv")],
+        before.resourceVersion,
+      ),
+      "ahead",
+      claim,
+    );
+    assert.equal(reports[0]?.outcome, "already bound to volume ahead-pv");
+    assert.equal(counters["get persistentvolumeclaims"], 1, JSON.stringify(counters));
+  });
+
+  it("copies that disagree (the volume bound to another claim in the copy): the usual fresh reads decide", async () => {
+    const claim = await boundPair("doubted");
+    const listed = await listVolumes();
+    const stale = listed.items.map((v) =>
+      v.metadata.name === "doubted-pv" && v.spec.claimRef
+        ? { ...v, spec: { ...v.spec, claimRef: { ...v.spec.claimRef, uid: "someone-else" } } }
+        : v,
+    );
+    const { reports, counters } = await claimEvent(
+      frozenCopy(stale, listed.resourceVersion),
+      "doubted",
+      claim,
+    );
+    assert.equal(reports[0]?.outcome, "already bound to volume doubted-pv", "the fresh volume is still ours");
+    assert.equal(counters["get persistentvolumes"], 1, JSON.stringify(counters));
+  });
+
+  it("an event whose copy is another claim, or has an odd shape, is not judged from the copy", async () => {
+    const claim = await boundPair("odd");
+    const listed = await listVolumes();
+    const copy = frozenCopy(listed.items, listed.resourceVersion);
+    const other = { ...claim, metadata: { ...claim.metadata, name: "someone-else" } };
+    const oddStatus = { ...claim, status: { ...claim.status, capacity: { storage: 5 } } };
+    for (const object of [other, oddStatus, { ...claim, spec: "nope" }]) {
+      const { reports, counters } = await claimEvent(copy, "odd", object);
+      assert.equal(reports[0]?.outcome, "already bound to volume odd-pv");
+      assert.equal(counters["get persistentvolumeclaims"], 1, JSON.stringify(counters));
+    }
+  });
+});

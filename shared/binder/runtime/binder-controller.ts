@@ -8,6 +8,7 @@ import { type ClaimExplanation, explainClaim } from "../explain.ts";
 import type { FollowUp, SyncPlan } from "../plan.ts";
 import { syncClaim } from "../sync-claim.ts";
 import { syncVolume } from "../sync-volume.ts";
+import { boundClaimNeedsNothing } from "./bound-claim-check.ts";
 import { type EventSink, executePlan } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
 
@@ -66,6 +67,19 @@ export class BinderController {
     if (e.apiVersion !== "v1") return [];
     if (e.kind === "PersistentVolumeClaim") {
       if (e.action === "delete") return this.claimDeleted(e);
+      const key = { namespace: e.namespace ?? "", name: e.name };
+      if (boundClaimNeedsNothing(key, e.object, this.volumeCache, rfc3339(this.now()))) {
+        const object = `claim ${key.namespace}/${key.name}`;
+        return [
+          {
+            object,
+            outcome: "already bound (event copy, watched volume)",
+            writes: 0,
+            events: 0,
+            attempts: 0,
+          },
+        ];
+      }
       return this.withFollowUps(await this.syncClaimByKey(e.namespace ?? "", e.name));
     }
     if (e.kind === "PersistentVolume") {

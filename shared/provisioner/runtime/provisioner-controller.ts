@@ -3,6 +3,7 @@ import { classifyCsiError, GrpcCode, grpcCodeOf } from "../../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../../csi/types.ts";
 import { RetryLaterError } from "../../http/errors.ts";
 import { getOptional, isAlreadyExists, isNotFound, isTransient } from "../../kube/api-errors.ts";
+import { claimFromEvent, volumeFromEvent } from "../../kube/event-copies.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
@@ -42,7 +43,6 @@ import {
 import { decideVolume, isVolumeForDriver, volumeNeedsNothing } from "../decide-volume.ts";
 import type { ProvisionerOptions } from "../options.ts";
 import { volumeNameForClaim } from "../volume-name.ts";
-import { claimFromEvent, volumeFromEvent } from "./event-copies.ts";
 import { loadCreateVolumeRequest, readSecretData } from "./load-request.ts";
 import { type ProvisionerMetrics, provisionerMetrics } from "./provisioner-metrics.ts";
 import { protectSource, releaseSource } from "./source-protection.ts";

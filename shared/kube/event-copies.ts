@@ -1,10 +1,11 @@
-// The claim or volume an event carries, when it has the shape that
-// claimNeedsNothing / volumeNeedsNothing read. The copy is untrusted input:
-// anything unexpected means "do not judge from the copy", and the controller
-// reads the object as usual.
+// The claim or volume an event carries, when it has the shape that the
+// controllers' event-copy checks read (the provisioner's claimNeedsNothing /
+// volumeNeedsNothing, the binder's boundClaimNeedsNothing). The copy is
+// untrusted input: anything unexpected means "do not judge from the copy",
+// and the controller reads the object as usual.
 
-import { isRecord } from "../../is-record.ts";
-import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
+import { isRecord } from "../is-record.ts";
+import type { PersistentVolume, PersistentVolumeClaim } from "./types.ts";
 
 type Fields = Record<string, unknown>;
 
@@ -33,7 +34,15 @@ function hasObjectShape(
 
 export function claimFromEvent(object: Fields | undefined): PersistentVolumeClaim | undefined {
   if (!hasObjectShape(object, "PersistentVolumeClaim")) return undefined;
-  if (!optional(object.spec.volumeName, isString)) return undefined;
+  const { metadata, spec, status } = object;
+  if (!optional(spec.volumeName, isString) || !optional(spec.accessModes, isStringArray)) return undefined;
+  if (!optional(metadata.uid, isString) || !optional(metadata.resourceVersion, isString)) return undefined;
+  const statusOk = (s: unknown): boolean =>
+    isRecord(s) &&
+    optional(s.phase, isString) &&
+    optional(s.accessModes, isStringArray) &&
+    optional(s.capacity, isStringMap);
+  if (!optional(status, statusOk)) return undefined;
   return object as unknown as PersistentVolumeClaim;
 }
 
