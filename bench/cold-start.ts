@@ -8,7 +8,7 @@
 // (functions/serve.ts), the esbuild bundle of functions/<name>/main.ts
 // (`npm run build:functions`), and that bundle with Node's compile cache
 // (NODE_COMPILE_CACHE, primed by one run that is not counted). Every variant
-// runs with the image's NODE_OPTIONS and MALLOC_ARENA_MAX (functions/node-options.ts): its small
+// runs with the image's NODE_OPTIONS and MALLOC_* settings (functions/node-options.ts): its small
 // young generation means more collections while the bundle loads, and the
 // figure is meant to be the deployed one. Next to them:
 // `node -e 0` and a bare node:http server answering one request (the floor
@@ -19,11 +19,7 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { type Metafile, stop as stopEsbuild } from "esbuild";
-import {
-  FUNCTION_MALLOC_ARENA_MAX,
-  FUNCTION_NODE_OPTIONS,
-  FUNCTION_PROCESS_ENV,
-} from "../functions/node-options.ts";
+import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
 import type { FunctionName } from "../functions/serve.ts";
 import { buildFunctions } from "../scripts/build-functions.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
@@ -336,7 +332,7 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
   }
 
   return {
-    measured: `process spawn -> first request answered (HTTP 200), median of runs; each run a fresh process with NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}" MALLOC_ARENA_MAX=${FUNCTION_MALLOC_ARENA_MAX}`,
+    measured: `process spawn -> first request answered (HTTP 200), median of runs; each run a fresh process with NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}" and the MALLOC_* settings of functions/node-options.ts`,
     unit: "ms",
     runs,
     nodeBaselineMs: round(nodeBaselineMs, 0),

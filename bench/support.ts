@@ -253,7 +253,7 @@ let bundlesBuilt: Promise<string> | undefined;
 
 /**
  * What the image runs (deploy/Dockerfile): the bundles of `npm run
- * build:functions` with the image's environment (NODE_OPTIONS, MALLOC_ARENA_MAX). Built once per bench run,
+ * build:functions` with the image's environment (functions/node-options.ts). Built once per bench run,
  * into a directory of its own so a concurrent `npm run build:functions` is
  * not disturbed.
  */

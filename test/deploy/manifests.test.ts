@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { stop as stopEsbuild } from "esbuild";
-import { FUNCTION_MALLOC_ARENA_MAX, FUNCTION_NODE_OPTIONS } from "../../functions/node-options.ts";
+import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from "../../functions/node-options.ts";
 import { FUNCTION_NAMES } from "../../functions/serve.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../../scripts/build-functions.ts";
 import { defaultAdmissionConfig } from "../../shared/admission/config.ts";
@@ -545,7 +545,11 @@ describe("image", () => {
       dockerfile.includes(`NODE_OPTIONS="${FUNCTION_NODE_OPTIONS}"`),
       "the image's heap flags are functions/node-options.ts",
     );
-    assert.match(dockerfile, new RegExp(`^\\s+MALLOC_ARENA_MAX=${FUNCTION_MALLOC_ARENA_MAX}$`, "m"));
+    // The image's environment is functions/node-options.ts's, variable for variable.
+    for (const [name, value] of Object.entries(FUNCTION_PROCESS_ENV)) {
+      if (name === "NODE_OPTIONS") continue;
+      assert.match(dockerfile, new RegExp(`^\\s+${name}=${value}( \\\\)?$`, "m"), name);
+    }
   });
 
   it("the build context is only what the image needs", () => {
