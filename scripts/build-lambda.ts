@@ -66,12 +66,16 @@ const clientNodeWithoutSideEffects: Plugin = {
   },
 };
 
-/** undici's index in a bundle: scripts/bundle-shims/undici.mjs, the part our functions use. */
-const slimUndici: Plugin = {
-  name: "slim-undici",
+/**
+ * Packages a bundle takes from scripts/bundle-shims instead (see each file
+ * for why): undici (the part our functions use) and mime-types (its tables
+ * built on first need).
+ */
+const bundleShims: Plugin = {
+  name: "bundle-shims",
   setup(b) {
-    b.onResolve({ filter: /^undici$/ }, () => ({
-      path: join(REPO, "scripts", "bundle-shims", "undici.mjs"),
+    b.onResolve({ filter: /^(undici|mime-types)$/ }, (args) => ({
+      path: join(REPO, "scripts", "bundle-shims", `${args.path}.mjs`),
     }));
   },
 };
@@ -88,7 +92,7 @@ export function bundleOptions(entryPoint: string, outfile: string): BuildOptions
     // No source map: the bundle is not minified, so stack traces stay readable without one.
     metafile: true,
     logLevel: "warning",
-    plugins: [clientNodeWithoutSideEffects, slimUndici],
+    plugins: [clientNodeWithoutSideEffects, bundleShims],
     // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
     banner: {
       js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",

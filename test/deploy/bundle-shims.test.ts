@@ -1,7 +1,7 @@
-// The function bundles get undici through scripts/bundle-shims/undici.mjs
-// (the part our code and client-node use, fetch loaded on first use). Bundled
-// with the same options as the functions, its request (on a given agent and
-// on the global one) and fetch must reach a real server as undici's own do.
+// The function bundles take two packages from scripts/bundle-shims: undici
+// (the part our code and client-node use, fetch loaded on first use) and
+// mime-types (its tables built on first need). Bundled with the functions'
+// options, each must answer as the real package does.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -14,7 +14,9 @@ import { promisify } from "node:util";
 import { build } from "esbuild";
 import { bundleOptions } from "../../scripts/build-lambda.ts";
 
-const ENTRY = join(import.meta.dirname, "fixtures", "undici-shim-entry.mjs");
+const FIXTURES = join(import.meta.dirname, "fixtures");
+const ENTRY = join(FIXTURES, "undici-shim-entry.mjs");
+const run = promisify(execFile);
 
 test("bundled undici: request on an agent and on the global dispatcher, and fetch, reach the server", async () => {
   const dir = await mkdtemp(join(tmpdir(), "ksf-undici-shim-"));
@@ -33,7 +35,7 @@ test("bundled undici: request on an agent and on the global dispatcher, and fetc
     assert.ok(bundled.includes("scripts/bundle-shims/undici.mjs"), "the shim stands in for undici");
     assert.ok(!bundled.includes("node_modules/undici/index.js"), "undici's index is left out");
     const { port } = server.address() as AddressInfo;
-    const { stdout } = await promisify(execFile)(process.execPath, [outfile, `http://127.0.0.1:${port}`]);
+    const { stdout } = await run(process.execPath, [outfile, `http://127.0.0.1:${port}`]);
     assert.deepEqual(JSON.parse(stdout), {
       viaAgent: [200, "GET /a?x=1"],
       viaGlobal: [200, "POST /b hi"],
@@ -42,6 +44,34 @@ test("bundled undici: request on an agent and on the global dispatcher, and fetc
     });
   } finally {
     server.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("bundled mime-types: express sends the Content-Types it sends with the real module", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-mime-shim-"));
+  try {
+    const entry = join(FIXTURES, "express-content-types.mjs");
+    const outfile = join(dir, "entry.mjs");
+    await build(bundleOptions(entry, outfile));
+    const bundled = await readFile(outfile, "utf8");
+    assert.ok(bundled.includes("scripts/bundle-shims/mime-types.mjs"), "the shim stands in for mime-types");
+    const real = JSON.parse((await run(process.execPath, [entry])).stdout) as Record<
+      string,
+      [string, string]
+    >;
+    const shimmed = JSON.parse((await run(process.execPath, [outfile])).stdout) as Record<
+      string,
+      [string, string]
+    >;
+    assert.deepEqual(shimmed, real);
+    assert.deepEqual(real["/json"], ["application/json; charset=utf-8", '{"ok":true}']);
+    assert.equal(
+      real["/html"]?.[0],
+      "text/html; charset=utf-8",
+      "a lookup by extension reaches the real tables",
+    );
+  } finally {
     await rm(dir, { recursive: true, force: true });
   }
 });

@@ -1,0 +1,35 @@
+// mime-types as the function bundles see it (scripts/build-lambda.ts
+// bundleOptions): the real module, loaded on the first call that needs its
+// tables. Express requires it at load, and building its tables from mime-db
+// (about 2,500 types) was the largest single cost of a function's cold start
+// (~10 ms); the functions only answer JSON and Prometheus text, whose
+// Content-Type needs no table: a type that names its charset is kept as it
+// is, and mime-db gives JSON UTF-8. Express, accepts, type-is and send call
+// contentType and lookup only. test/deploy/bundle-shims.test.ts holds the
+// answers to the real module's.
+let loaded;
+// A CommonJS require of the real file, which esbuild bundles and evaluates on first call.
+const real = () => {
+  loaded ??= require("mime-types/index.js");
+  return loaded;
+};
+
+export function contentType(str) {
+  if (typeof str === "string" && str.includes("/") && str.includes("charset")) return str;
+  if (str === "application/json") return "application/json; charset=utf-8";
+  return real().contentType(str);
+}
+
+export function lookup(path) {
+  return real().lookup(path);
+}
+
+export function charset(type) {
+  return real().charset(type);
+}
+
+export function extension(type) {
+  return real().extension(type);
+}
+
+export const charsets = { lookup: charset };
