@@ -2,8 +2,9 @@
 // POST /mutate/persistentvolumeclaims with a realistic CREATE review (a claim
 // without storageClassName, so the webhook needs the default class: a
 // StorageClass list the first time, then its lookup cache, refreshed every
-// ADMISSION_CACHE_TTL_MS). The admission function is its own process
-// (functions/serve.ts, as `npm run serve`), over plain HTTP on loopback:
+// ADMISSION_CACHE_TTL_MS). The admission function is its own process, run as
+// the image runs it (the bundle, with functions/node-options.ts's
+// environment), over plain HTTP on loopback:
 // TLS is left out of this figure (a webhook behind a TLS sidecar sees the same).
 //
 // Two load generators:
@@ -23,7 +24,7 @@ import {
   progress,
   round,
   type SpawnedFunction,
-  serveArgs,
+  shippedFunction,
   sleep,
   spawnFunction,
   startBenchSandbox,
@@ -186,10 +187,11 @@ export async function runAdmissionLatency(
   let admission: SpawnedFunction | undefined;
   try {
     bs.sandbox.apiServer.registry.seed(storageClass("standard"));
+    const shipped = await shippedFunction();
     admission = await spawnFunction({
       name: "admission",
-      args: serveArgs(),
-      env: { ...bs.env, FUNCTION: "admission", PROVISIONER_DRIVERS: DRIVER_NAME },
+      args: shipped.args,
+      env: { ...shipped.env, ...bs.env, FUNCTION: "admission", PROVISIONER_DRIVERS: DRIVER_NAME },
     });
     // The review must be admitted with the default class patched in, or the figure means nothing.
     const probe = await fetch(`${admission.url}${PATH}`, {
