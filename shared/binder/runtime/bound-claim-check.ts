@@ -28,9 +28,10 @@ export function boundClaimNeedsNothing(
 ): boolean {
   if (!cache?.synced) return false;
   const claim = claimFromEvent(eventObject);
-  if (claim?.metadata.name !== key.name || (claim.metadata.namespace ?? "") !== key.namespace) return false;
-  // Observed: no usable copy, or a claim that is not (yet) bound: the usual path.
-  if (!claim?.spec.volumeName || !hasAnnotation(claim, annBindCompleted)) return false;
+  // Observed: no usable copy of this claim, or a claim that is not (yet) bound: the usual path.
+  if (!claim || claim.metadata.name !== key.name || (claim.metadata.namespace ?? "") !== key.namespace)
+    return false;
+  if (!claim.spec.volumeName || !hasAnnotation(claim, annBindCompleted)) return false;
   if (!cache.store.covers(claim.metadata.resourceVersion)) return false;
   const volume = cache.store.get("", claim.spec.volumeName);
   // Observed: the copy has no such volume; whether it is gone is for fresh reads to say.
