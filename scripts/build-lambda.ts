@@ -67,9 +67,10 @@ const clientNodeWithoutSideEffects: Plugin = {
 };
 
 /**
- * Packages a bundle takes from scripts/bundle-shims instead (see each file
- * for why): undici (the part our functions use) and mime-types (its tables
- * built on first need).
+ * Modules a bundle takes from scripts/bundle-shims instead (see each file
+ * for why): undici (the part our functions use), mime-types (its tables
+ * built on first need), and the serializer client-node's ListWatch imports
+ * (without every generated model class).
  */
 const bundleShims: Plugin = {
   name: "bundle-shims",
@@ -77,6 +78,11 @@ const bundleShims: Plugin = {
     b.onResolve({ filter: /^(undici|mime-types)$/ }, (args) => ({
       path: join(REPO, "scripts", "bundle-shims", `${args.path}.mjs`),
     }));
+    b.onResolve({ filter: /^\.\/serializer\.js$/ }, (args) =>
+      args.importer.endsWith("/node_modules/@kubernetes/client-node/dist/cache.js")
+        ? { path: join(REPO, "scripts", "bundle-shims", "client-node-serializer.mjs") }
+        : undefined,
+    );
   },
 };
 
@@ -92,7 +98,8 @@ export function bundleOptions(entryPoint: string, outfile: string): BuildOptions
     // No source map: the bundle is not minified, so stack traces stay readable without one.
     metafile: true,
     logLevel: "warning",
-    plugins: [clientNodeWithoutSideEffects, bundleShims],
+    // The shims first: they take some of client-node's own relative imports too.
+    plugins: [bundleShims, clientNodeWithoutSideEffects],
     // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
     banner: {
       js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",

@@ -1,7 +1,8 @@
-// The function bundles take two packages from scripts/bundle-shims: undici
-// (the part our code and client-node use, fetch loaded on first use) and
-// mime-types (its tables built on first need). Bundled with the functions'
-// options, each must answer as the real package does.
+// The function bundles take three modules from scripts/bundle-shims: undici
+// (the part our code and client-node use, fetch loaded on first use),
+// mime-types (its tables built on first need) and the serializer of
+// client-node's ListWatch (without every generated model class). Bundled
+// with the functions' options, each must answer as the real module does.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -71,6 +72,28 @@ test("bundled mime-types: express sends the Content-Types it sends with the real
       "text/html; charset=utf-8",
       "a lookup by extension reaches the real tables",
     );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("bundled ListWatch: lists, then watches with its resourceVersion and selectors, without the model classes", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-listwatch-shim-"));
+  try {
+    const outfile = join(dir, "entry.mjs");
+    await build(bundleOptions(join(FIXTURES, "list-watch-entry.mjs"), outfile));
+    const bundled = await readFile(outfile, "utf8");
+    assert.ok(bundled.includes("scripts/bundle-shims/client-node-serializer.mjs"), "the shim stands in");
+    assert.ok(!bundled.includes("gen/models/ObjectSerializer.js"), "no generated model classes");
+    const { stdout } = await run(process.execPath, [outfile]);
+    const real = await run(process.execPath, [join(FIXTURES, "list-watch-entry.mjs")]);
+    assert.deepEqual(JSON.parse(stdout), JSON.parse(real.stdout), "as with client-node's own serializer");
+    assert.deepEqual(JSON.parse(stdout), [
+      {
+        path: "/api/v1/persistentvolumes",
+        queryParams: { resourceVersion: "42", labelSelector: "app=db", fieldSelector: "spec.x=y" },
+      },
+    ]);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
