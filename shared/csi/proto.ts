@@ -37,8 +37,6 @@ import { makeClientConstructor } from "@grpc/grpc-js";
 import protobuf from "protobufjs/light.js";
 import csiDescriptor from "./csi-descriptor.json" with { type: "json" };
 
-export type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
-
 export const CSI_PROTO_PATH = fileURLToPath(new URL("./csi.proto", import.meta.url));
 export const CSI_PACKAGE = "csi.v1";
 
@@ -63,7 +61,7 @@ export interface CsiMethodDefinition extends MethodDefinition<object, object> {
 let root: protobuf.Root | undefined;
 
 /** Every type of csi.proto and its imports, resolved; built on first use (~8 ms). */
-export function csiRoot(): protobuf.Root {
+function csiRoot(): protobuf.Root {
   // protobufjs's Root.toJSON wrote it, so it is an INamespace by construction; TypeScript sees only literals.
   if (root === undefined) {
     root = protobuf.Root.fromJSON(csiDescriptor as protobuf.INamespace);
