@@ -69,15 +69,23 @@ const clientNodeWithoutSideEffects: Plugin = {
 /**
  * Modules a bundle takes from scripts/bundle-shims instead (see each file
  * for why): undici (the part our functions use), mime-types (its tables
- * built on first need), and the serializer client-node's ListWatch imports
- * (without every generated model class).
+ * built on first need), socks-proxy-agent and @opentelemetry/api (loaded on
+ * first use), and the serializer client-node's ListWatch imports (without
+ * every generated model class). A shim that loads its real package on first
+ * use imports it by name; that import resolves to the package itself.
  */
 const bundleShims: Plugin = {
   name: "bundle-shims",
   setup(b) {
-    b.onResolve({ filter: /^(undici|mime-types)$/ }, (args) => ({
-      path: join(REPO, "scripts", "bundle-shims", `${args.path}.mjs`),
-    }));
+    b.onResolve({ filter: /^(undici|mime-types|socks-proxy-agent|@opentelemetry\/api)$/ }, (args) => {
+      const shim = join(
+        REPO,
+        "scripts",
+        "bundle-shims",
+        `${args.path.replace(/^@|\//g, (c) => (c === "/" ? "-" : ""))}.mjs`,
+      );
+      return args.importer === shim ? undefined : { path: shim };
+    });
     b.onResolve({ filter: /^\.\/serializer\.js$/ }, (args) =>
       args.importer.endsWith("/node_modules/@kubernetes/client-node/dist/cache.js")
         ? { path: join(REPO, "scripts", "bundle-shims", "client-node-serializer.mjs") }

@@ -1,6 +1,7 @@
-// The function bundles take three modules from scripts/bundle-shims: undici
+// The function bundles take some modules from scripts/bundle-shims: undici
 // (the part our code and client-node use, fetch loaded on first use),
-// mime-types (its tables built on first need) and the serializer of
+// mime-types (its tables built on first need), socks-proxy-agent and
+// @opentelemetry/api (loaded on first use), and the serializer of
 // client-node's ListWatch (without every generated model class). Bundled
 // with the functions' options, each must answer as the real module does.
 import assert from "node:assert/strict";
@@ -12,7 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
-import { build } from "esbuild";
+import { build, stop as stopEsbuild } from "esbuild";
+import { buildFunctions } from "../../scripts/build-functions.ts";
 import { bundleOptions } from "../../scripts/build-lambda.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -96,5 +98,52 @@ test("bundled ListWatch: lists, then watches with its resourceVersion and select
     ]);
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("bundled socks-proxy-agent and @opentelemetry/api: loaded on first use, used as the real packages", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-lazy-shims-"));
+  try {
+    const entry = join(FIXTURES, "lazy-packages-entry.mjs");
+    const outfile = join(dir, "entry.mjs");
+    await build(bundleOptions(entry, outfile));
+    const bundled = await readFile(outfile, "utf8");
+    for (const shim of ["socks-proxy-agent.mjs", "opentelemetry-api.mjs"])
+      assert.ok(bundled.includes(`scripts/bundle-shims/${shim}`), `${shim} stands in`);
+    const real = JSON.parse((await run(process.execPath, [entry])).stdout) as object;
+    const shimmed = JSON.parse((await run(process.execPath, [outfile])).stdout) as object;
+    assert.deepEqual(shimmed, real);
+    assert.deepEqual(real, {
+      agent: "SocksProxyAgent",
+      proxy: { host: "127.0.0.1", port: 1080, type: 5 },
+      keepAlive: true,
+      span: null,
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("in the function bundles, the lazily loaded packages are imported only where their shims expect", async () => {
+  const outDir = await mkdtemp(join(tmpdir(), "ksf-shim-importers-"));
+  try {
+    const expected: Record<string, string> = {
+      "socks-proxy-agent": "node_modules/@kubernetes/client-node/dist/config.js",
+      "@opentelemetry/api": "node_modules/prom-client/lib/metrics/processCpuTotal.js",
+    };
+    const seen = new Set<string>();
+    for (const b of await buildFunctions({ outDir })) {
+      for (const [path, input] of Object.entries(b.metafile.inputs)) {
+        if (path.startsWith("scripts/bundle-shims/")) continue;
+        for (const imp of input.imports) {
+          const wanted = imp.original === undefined ? undefined : expected[imp.original];
+          if (wanted !== undefined)
+            assert.equal(path, wanted, `${b.name}: ${imp.original} imported by ${path}`);
+        }
+      }
+    }
+  } finally {
+    await stopEsbuild();
+    await rm(outDir, { recursive: true, force: true });
   }
 });

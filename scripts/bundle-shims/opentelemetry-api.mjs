@@ -1,0 +1,15 @@
+// @opentelemetry/api as the function bundles see it (scripts/build-lambda.ts
+// bundleOptions): prom-client's process CPU metric imports it at load for one
+// thing, the current span of an exemplar (only with exemplars enabled, which
+// we never do). Loading the API cost ~2.5 ms of each cold start; it is now
+// loaded on that first use. test/deploy/bundle-shims.test.ts checks that
+// nothing else in the bundles imports it.
+let loaded;
+// Resolved by the bundler to the real package (this file is the importer).
+const real = () => {
+  loaded ??= require("@opentelemetry/api");
+  return loaded;
+};
+
+export const trace = { getSpan: (context) => real().trace.getSpan(context) };
+export const context = { active: () => real().context.active() };

@@ -1,0 +1,18 @@
+// socks-proxy-agent as the function bundles see it (scripts/build-lambda.ts
+// bundleOptions): loaded when client-node builds an agent for a cluster with a
+// socks:// proxyUrl, not at every start. Loading it (socks, ip-address, debug)
+// cost ~6 ms of each cold start, for a setting few clusters use. The real
+// class is constructed and returned, so the caller holds a real agent.
+let loaded;
+// Resolved by the bundler to the real package (this file is the importer).
+const real = () => {
+  loaded ??= require("socks-proxy-agent");
+  return loaded;
+};
+
+export class SocksProxyAgent {
+  constructor(...args) {
+    // biome-ignore lint/correctness/noConstructorReturn: the real agent stands in for this shim's instance.
+    return new (real().SocksProxyAgent)(...args);
+  }
+}
