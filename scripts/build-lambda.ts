@@ -69,15 +69,15 @@ const clientNodeWithoutSideEffects: Plugin = {
 /**
  * Modules a bundle takes from scripts/bundle-shims instead (see each file
  * for why): undici (the part our functions use), mime-types (its tables
- * built on first need), socks-proxy-agent and @opentelemetry/api (loaded on
- * first use), and the serializer client-node's ListWatch imports (without
+ * built on first need), socks, socks-proxy-agent and @opentelemetry/api
+ * (loaded on first use), and the serializer client-node's ListWatch imports (without
  * every generated model class). A shim that loads its real package on first
  * use imports it by name; that import resolves to the package itself.
  */
 const bundleShims: Plugin = {
   name: "bundle-shims",
   setup(b) {
-    b.onResolve({ filter: /^(undici|mime-types|socks-proxy-agent|@opentelemetry\/api)$/ }, (args) => {
+    b.onResolve({ filter: /^(undici|mime-types|socks|socks-proxy-agent|@opentelemetry\/api)$/ }, (args) => {
       const shim = join(
         REPO,
         "scripts",

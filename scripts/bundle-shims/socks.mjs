@@ -1,0 +1,15 @@
+// socks as the function bundles see it (scripts/build-lambda.ts
+// bundleOptions): client-node imports its SocksClient at load for clusters
+// with a socks:// proxyUrl, and so does socks-proxy-agent; both only call
+// SocksClient.createConnection. Loading socks (with ip-address) cost ~6 ms of
+// each cold start; it is now loaded on that first call.
+let loaded;
+// Resolved by the bundler to the real package (this file is the importer).
+const real = () => {
+  loaded ??= require("socks");
+  return loaded;
+};
+
+export const SocksClient = {
+  createConnection: (...args) => real().SocksClient.createConnection(...args),
+};
