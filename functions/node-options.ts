@@ -27,8 +27,8 @@ export const FUNCTION_MALLOC_ARENA_MAX = "1";
 // values (128 KiB): set explicitly, they stop glibc from raising them each
 // time a large block is freed (up to 32 and 64 MiB). Raised, large buffers
 // (a list answer, TLS records) come from the heap and stay resident after
-// they are freed: a binder kept ~10 MiB so after its first list and watch
-// (idle 100 -> 90 MiB), and its burst peak went from 117-128 to 112-121 MiB
+// they are freed: a binder kept ~10 MiB that way after its first list and
+// watch (idle 100 -> 90 MiB with the thresholds set), and its burst peak went from 117-128 to 112-121 MiB
 // (two runs each, throughput unchanged).
 export const FUNCTION_MALLOC_THRESHOLD = "131072";
 

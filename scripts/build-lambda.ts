@@ -67,25 +67,31 @@ const clientNodeWithoutSideEffects: Plugin = {
 };
 
 /**
- * Modules a bundle takes from scripts/bundle-shims instead (see each file
+ * Packages a bundle takes from scripts/bundle-shims instead (see each file
  * for why): undici (the part our functions use), mime-types (its tables
  * built on first need), socks, socks-proxy-agent and @opentelemetry/api
- * (loaded on first use), and the serializer client-node's ListWatch imports (without
- * every generated model class). A shim that loads its real package on first
- * use imports it by name; that import resolves to the package itself.
+ * (loaded on first use). A shim that loads its real package imports it by
+ * name, and that import resolves to the package itself.
  */
+const SHIMMED_PACKAGES: Readonly<Record<string, string>> = {
+  undici: "undici.mjs",
+  "mime-types": "mime-types.mjs",
+  socks: "socks.mjs",
+  "socks-proxy-agent": "socks-proxy-agent.mjs",
+  "@opentelemetry/api": "opentelemetry-api.mjs",
+};
+
 const bundleShims: Plugin = {
   name: "bundle-shims",
   setup(b) {
     b.onResolve({ filter: /^(undici|mime-types|socks|socks-proxy-agent|@opentelemetry\/api)$/ }, (args) => {
-      const shim = join(
-        REPO,
-        "scripts",
-        "bundle-shims",
-        `${args.path.replace(/^@|\//g, (c) => (c === "/" ? "-" : ""))}.mjs`,
-      );
+      const file = SHIMMED_PACKAGES[args.path];
+      if (file === undefined) return undefined;
+      const shim = join(REPO, "scripts", "bundle-shims", file);
       return args.importer === shim ? undefined : { path: shim };
     });
+    // client-node's ListWatch imports its serializer only to pass selector strings through;
+    // the shim spares the bundle every generated model class the real one imports.
     b.onResolve({ filter: /^\.\/serializer\.js$/ }, (args) =>
       args.importer.endsWith("/node_modules/@kubernetes/client-node/dist/cache.js")
         ? { path: join(REPO, "scripts", "bundle-shims", "client-node-serializer.mjs") }
