@@ -1,6 +1,6 @@
 // The function bundles take some modules from scripts/bundle-shims: undici
 // (the part our code and client-node use, fetch loaded on first use),
-// mime-types (its tables built on first need), socks-proxy-agent and
+// mime-types (its tables built on first need), socks, socks-proxy-agent and
 // @opentelemetry/api (loaded on first use), and the serializer of
 // client-node's ListWatch (without every generated model class). Bundled
 // with the functions' options, each must answer as the real module does.
