@@ -1,5 +1,6 @@
-// The driver's records in memory, mirrored to the state file after every
-// change, and the backing directories they point at.
+// The driver's records in memory, saved to the state file before any reply
+// reports a change (a burst of calls shares one save), and the backing
+// directories they point at.
 import { join } from "node:path";
 import { CsiError } from "./errors.ts";
 import {
