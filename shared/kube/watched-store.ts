@@ -24,6 +24,13 @@ export interface WatchedStore<T extends KubeObject> {
   readonly synced: boolean;
   /** The copy was given up to spare the heap; it will not come back in this process. */
   readonly dropped: boolean;
+  /**
+   * True once synced (at once if it is); false when the copy is dropped first,
+   * or once `windowMs` have passed since the store started. A copy whose first
+   * list keeps failing (an API server down, RBAC without list/watch) holds
+   * nobody up for longer than that.
+   */
+  whenSynced(windowMs: number): Promise<boolean>;
   stop(): Promise<void>;
 }
 
@@ -47,6 +54,12 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
   let synced = false;
   let dropped = false;
   let changes = 0;
+  const startedAt = performance.now();
+  const waiters = new Set<(synced: boolean) => void>();
+  const settleWaiters = (): void => {
+    for (const waiter of waiters) waiter(synced);
+    waiters.clear();
+  };
   const budgetBytes = (options.maxHeapShare ?? 0.5) * getHeapStatistics().heap_size_limit;
   const bytesPerObject = options.bytesPerObject ?? 1536;
   const checkSize = (): void => {
@@ -59,6 +72,7 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
       "the watched copy would crowd the heap; dropping it (raise --max-old-space-size to keep one)",
     );
     store = new ObjectStore<T>(storeOptions);
+    settleWaiters();
     void watcher.stop();
   };
   const watcher = new KindWatcher({
@@ -76,6 +90,7 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
       store.listed(rv);
       synced = true;
       checkSize();
+      settleWaiters();
     },
   });
   watcher.start();
@@ -89,6 +104,23 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
     get dropped() {
       return dropped;
     },
-    stop: () => watcher.stop(),
+    whenSynced: (windowMs) => {
+      const left = startedAt + windowMs - performance.now();
+      if (synced || dropped || left <= 0) return Promise.resolve(synced);
+      return new Promise<boolean>((resolve) => {
+        const done = (result: boolean): void => {
+          clearTimeout(timer);
+          waiters.delete(done);
+          resolve(result);
+        };
+        const timer = setTimeout(() => done(false), left);
+        timer.unref();
+        waiters.add(done);
+      });
+    },
+    stop: async () => {
+      await watcher.stop();
+      settleWaiters();
+    },
   };
 }

@@ -154,6 +154,46 @@ describe("binder with a watched volume copy", () => {
     assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
   });
 
+  it("a copy still making its first list: the sync waits for it and decides from it, without a list", async () => {
+    for (let i = 0; i < 5; i++) await createVolume(pv(`starting-${i}`, "1Gi"));
+    await createVolume(pv("starting-fits", "10Gi"));
+    await kube.create(persistentVolumeClaims, pvc("early", "5Gi"));
+    const listed = await listVolumes();
+    // The copy's first list lands a moment into the sync, as it does in a process just started.
+    let synced = false;
+    const store = new ObjectStore<PersistentVolume>({ indexBy: volumeClaimIndexKey });
+    const starting: VolumeCache = {
+      get synced() {
+        return synced;
+      },
+      store,
+      whenSynced: () =>
+        new Promise((resolve) =>
+          setTimeout(() => {
+            store.replaceWithList(listed.items, listed.resourceVersion);
+            synced = true;
+            resolve(true);
+          }, 30),
+        ),
+    };
+    const { report, counters } = await claimSync(starting, "early");
+    assert.equal(report?.outcome, "bound to volume starting-fits");
+    assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+  });
+
+  it("a copy that does not sync in time: the sync lists, as without a copy", async () => {
+    await createVolume(pv("never-cached", "10Gi"));
+    await kube.create(persistentVolumeClaims, pvc("impatient", "5Gi"));
+    const stuck: VolumeCache = {
+      synced: false,
+      store: new ObjectStore<PersistentVolume>(),
+      whenSynced: async () => false,
+    };
+    const { report, counters } = await claimSync(stuck, "impatient");
+    assert.equal(report?.outcome, "bound to volume never-cached");
+    assert.equal(counters["list persistentvolumes"], 1, JSON.stringify(counters));
+  });
+
   it("no match in a copy that reflects the claim's revision: Pending, without a list", async () => {
     await createVolume(pv("tiny", "1Gi"));
     await kube.create(persistentVolumeClaims, pvc("big", "5Gi"));
@@ -175,7 +215,8 @@ describe("binder with a watched volume copy", () => {
       maxHeapShare: 0, // any heap at all is too much
     });
     try {
-      await waitFor(() => watched.dropped, "the copy to be dropped after its first list");
+      assert.equal(await watched.whenSynced(10_000), false, "a copy dropped at its first list never syncs");
+      assert.equal(watched.dropped, true);
       assert.equal(watched.synced, false);
       assert.equal(watched.store.size, 0);
       await kube.create(persistentVolumeClaims, pvc("listed", "1Gi"));
@@ -197,7 +238,9 @@ describe("binder with a watched volume copy", () => {
       log: createLogger({ name: "test", level: "silent" }),
     });
     try {
-      await waitFor(() => watched.synced && watched.store.get("", "before") !== undefined, "the first list");
+      assert.equal(await watched.whenSynced(10_000), true);
+      assert.ok(watched.store.get("", "before"), "the first list is in");
+      assert.equal(await watched.whenSynced(0), true, "a synced copy answers at once, window or not");
       const created = await createVolume(pv("after", "2Gi"));
       await waitFor(() => watched.store.covers(created.metadata.resourceVersion), "the create");
       assert.equal(watched.store.get("", "after")?.metadata.uid, created.metadata.uid);

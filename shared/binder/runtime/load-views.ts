@@ -39,10 +39,15 @@ const BUSY_WATCH_MS = 250;
 /** How long a claim sync waits for a busy watch to reach the claim's revision before listing. */
 const CATCH_UP_WAIT_MS = 50;
 
+/** How long after the copy started a claim sync still waits for its first list rather than listing itself. */
+const FIRST_SYNC_WINDOW_MS = 2000;
+
 /** A watched copy of every PersistentVolume (shared/kube/watched-store.ts). */
 export interface VolumeCache {
   readonly synced: boolean;
   readonly store: ObjectStore<PersistentVolume>;
+  /** True once the first list is in, waiting only within `windowMs` of the copy's start (WatchedStore.whenSynced). */
+  whenSynced?(windowMs: number): Promise<boolean>;
 }
 
 /**
@@ -74,6 +79,10 @@ async function matchingVolumes(
     // Delay binding never skips a pre-bound volume, so the answer does not depend on the class here.
     if (v && winsWithoutSearch(v, claim, false)) return [v];
   }
+  // Observed: a copy still making its first list. A process just started gets a burst of
+  // claims at once; waiting for that one list beats each claim listing every PV itself
+  // (upstream's workers wait for their informers' first sync). Not synced in time: list.
+  if (cache && !cache.synced) await cache.whenSynced?.(FIRST_SYNC_WINDOW_MS);
   for (let waited = false; cache?.synced; waited = true) {
     // Without delay binding the cache's pick is the pre-bound volume if any, else the smallest
     // candidate; syncClaim judges it again with the class's real binding mode.
