@@ -69,7 +69,6 @@ export function atLeast(value: number, limit: number, unit = ""): Target {
   };
 }
 
-/** The machine's load average, so a reader can tell a quiet run from a loaded one. */
 /**
  * Milliseconds one core takes for a fixed loop (median of 3). The same
  * machine has been seen to run it in 550 ms one hour and 900 ms the next (a
@@ -87,6 +86,7 @@ export function cpuLoopMs(): number {
   return round(median(times), 0);
 }
 
+/** The machine's load average, so a reader can tell a quiet run from a loaded one. */
 export function load(): { loadAverage1m: number; cpus: number } {
   return { loadAverage1m: round(loadavg()[0] ?? 0, 2), cpus: navigator.hardwareConcurrency };
 }
