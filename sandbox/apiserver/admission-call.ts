@@ -7,6 +7,7 @@
 
 import { Agent, request } from "node:https";
 import { isIP } from "node:net";
+import { isRecord } from "../../shared/is-record.ts";
 import type { WebhookClientConfig } from "./admission-rules.ts";
 import type { ServiceMap } from "./webhook-services.ts";
 
@@ -215,10 +216,6 @@ function postOnce(
     );
     req.end(body);
   });
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Upstream's checks of an AdmissionReview v1 answer, in upstream's order and words. */

@@ -12,6 +12,7 @@
 // sandbox does not authenticate its own API requests; a registered token on
 // a write only decides the userInfo that admission webhooks see.
 
+import { isRecord } from "../../shared/is-record.ts";
 import { ApiError, badRequest } from "./status.ts";
 
 export const API_SERVER_AUDIENCE = "https://kubernetes.default.svc.cluster.local";
@@ -21,10 +22,6 @@ export interface SandboxUser {
   uid?: string;
   groups: string[];
   audiences: string[];
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function stringList(value: unknown, what: string): string[] | undefined {

@@ -12,6 +12,7 @@
 
 import jsonpatch from "fast-json-patch";
 import { parseJson } from "../events/json-body.ts";
+import { isRecord } from "../is-record.ts";
 
 export const ADMISSION_API_VERSION = "admission.k8s.io/v1";
 export const ADMISSION_REVIEW_KIND = "AdmissionReview";
@@ -83,10 +84,6 @@ export class AdmissionReviewError extends Error {
 /** Request UIDs are UUIDs; anything far longer is not from an API server. */
 const MAX_UID_LENGTH = 256;
 const utf8 = new TextDecoder("utf-8", { fatal: true });
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /** "a string", "an array", "null": for messages about what arrived instead. */
 export function describeJsonValue(value: unknown): string {

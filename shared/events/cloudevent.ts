@@ -22,7 +22,8 @@
 // and turn anything it throws into an EnvelopeError.
 
 import { CloudEvent, type CloudEventV1, HTTP, ValidationError } from "cloudevents";
-import { describeType, isRecord, quote } from "./describe.ts";
+import { isRecord } from "../is-record.ts";
+import { describeType, quote } from "./describe.ts";
 import { EnvelopeError, withContext } from "./errors.ts";
 import type { EventHeaders } from "./headers.ts";
 import { parseJson } from "./json-body.ts";

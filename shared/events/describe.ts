@@ -32,5 +32,3 @@ export function describeType(value: unknown): string {
       return "a function";
   }
 }
-
-export { isRecord } from "../is-record.ts";

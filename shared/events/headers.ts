@@ -4,7 +4,8 @@
 // hand us anything, so names are matched case-insensitively and every value
 // is type-checked.
 
-import { describeType, isRecord } from "./describe.ts";
+import { isRecord } from "../is-record.ts";
+import { describeType } from "./describe.ts";
 import { EnvelopeError } from "./errors.ts";
 import { MAX_ATTRIBUTE_LENGTH } from "./limits.ts";
 

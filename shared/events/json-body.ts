@@ -3,7 +3,8 @@
 // (express.json), or nothing. Parsed values are serialized back to JSON text so
 // that every body, however it arrived, goes through the same checks.
 
-import { describeType, isRecord } from "./describe.ts";
+import { isRecord } from "../is-record.ts";
+import { describeType } from "./describe.ts";
 import { EnvelopeError } from "./errors.ts";
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "./limits.ts";
 

@@ -3,7 +3,8 @@
 // namespace) and the ones functions compare (uid, resourceVersion) are
 // checked; the rest of the object is passed through for the function to read.
 
-import { describeType, isRecord, quote } from "./describe.ts";
+import { isRecord } from "../is-record.ts";
+import { describeType, quote } from "./describe.ts";
 import { EnvelopeError } from "./errors.ts";
 import type { KubeObjectLike, ObjectReference } from "./types.ts";
 

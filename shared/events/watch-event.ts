@@ -1,7 +1,8 @@
 // A plain Kubernetes watch event, {"type": "ADDED", "object": {...}}, as the
 // bundled forwarder (or any watch-to-HTTP bridge) posts it.
 
-import { describeType, isRecord, quote } from "./describe.ts";
+import { isRecord } from "../is-record.ts";
+import { describeType, quote } from "./describe.ts";
 import { EnvelopeError } from "./errors.ts";
 import { referenceOf, validateKubeObject } from "./kube-object.ts";
 import type { ParsedEvent, ResourceAction, ResourceEvent } from "./types.ts";

@@ -13,6 +13,7 @@ import { createAdmissionApp } from "../../functions/admission/app.ts";
 import { createClusterLookups } from "../../shared/admission/cluster-lookups.ts";
 import { defaultAdmissionConfig } from "../../shared/admission/config.ts";
 import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
+import { isRecord } from "../../shared/is-record.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { createLogger } from "../../shared/log.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
@@ -246,10 +247,6 @@ const caseArb = fc.record({
     },
   ),
 });
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 test("random AdmissionReview-shaped bodies: never a 5xx, never a crash, never a write", async () => {
   const seen = { status: new Map<number, number>(), patched: 0, denied: 0 };

@@ -16,12 +16,12 @@ import { parse as parseYaml } from "yaml";
 import type { FunctionUrlEvent, FunctionUrlResult, LambdaHandler } from "../../functions/lambda-adapter.ts";
 import { FUNCTION_NAMES } from "../../functions/serve.ts";
 import { buildLambdas } from "../../scripts/build-lambda.ts";
+import { isRecord } from "../../shared/is-record.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 import { REPO } from "./code-rbac.ts";
-import { isRecord } from "./manifests.ts";
 
 interface ServerlessFunction {
   handler: string;

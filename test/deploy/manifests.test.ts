@@ -23,6 +23,7 @@ import { BinderController } from "../../shared/binder/runtime/binder-controller.
 import { parseCsiEndpoint } from "../../shared/csi/endpoint.ts";
 import { authPolicyFromEnv } from "../../shared/http/auth.ts";
 import type { Controller, ControllerEvent } from "../../shared/http/controller-function.ts";
+import { isRecord } from "../../shared/is-record.ts";
 import { apiVersionOf, type ResourceDescriptor } from "../../shared/kube/resources.ts";
 import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
@@ -32,7 +33,6 @@ import {
   DEPLOY,
   envOf,
   field,
-  isRecord,
   loadManifests,
   type Manifest,
   ofKind,

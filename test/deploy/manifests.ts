@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
+import { isRecord } from "../../shared/is-record.ts";
 import { REPO } from "./code-rbac.ts";
 
 export const DEPLOY = join(REPO, "deploy");
@@ -37,10 +38,6 @@ const CLUSTER_SCOPED = new Set([
   "MutatingWebhookConfiguration",
   "ValidatingWebhookConfiguration",
 ]);
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /** Parses one YAML file into its documents; a YAML error fails loudly with the file name. */
 export function yamlDocuments(path: string): unknown[] {
