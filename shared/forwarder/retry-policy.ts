@@ -16,6 +16,7 @@
 //   Knative route may not be programmed yet); for a plain URL they are
 //   permanent. Every other 4xx and 3xx (redirects are not followed) is
 //   logged and dropped: sending the same event again gets the same answer.
+import { backoffDelayMs } from "../retry.ts";
 
 export interface RetryOptions {
   /** First backoff, ms. Default 100. */
@@ -66,9 +67,11 @@ export function retryDelayMs(
   retryAfterMs?: number,
   random: () => number = Math.random,
 ): number {
-  const exponent = Math.min(Math.max(attempt - 1, 0), 30);
-  const nominal = Math.min(options.maxMs, options.baseMs * 2 ** exponent);
-  const jittered = nominal / 2 + (random() * nominal) / 2;
+  const jittered = backoffDelayMs(attempt, {
+    baseDelayMs: options.baseMs,
+    maxDelayMs: options.maxMs,
+    random,
+  });
   if (retryAfterMs === undefined) return Math.round(jittered);
   return Math.round(Math.max(jittered, Math.min(retryAfterMs, options.maxRetryAfterMs)));
 }

@@ -25,8 +25,6 @@ export interface VersionedObject {
 /** Returns the desired object, or undefined for "nothing to change". May edit its argument (a private copy) in place. */
 export type Mutate<T> = (current: T) => T | undefined;
 
-export { backoffDelayMs, type RetryOptions } from "../retry.ts";
-
 export interface UpdateWithRetryOptions<T> extends RetryOptions {
   read: () => Promise<T>;
   mutate: Mutate<T>;

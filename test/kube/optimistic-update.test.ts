@@ -4,7 +4,6 @@ import { ApiException, type V1ConfigMap } from "@kubernetes/client-node";
 import { isConflict, isTransient } from "../../shared/kube/api-errors.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
-  backoffDelayMs,
   ConflictRetriesExhaustedError,
   type Mutate,
   retryWhileLosingRaces,
@@ -25,6 +24,7 @@ import type {
   PersistentVolumeClaim,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
+import { backoffDelayMs } from "../../shared/retry.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 
 // Unit level: an in-memory object with resourceVersion preconditions stands in
