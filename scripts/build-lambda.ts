@@ -13,6 +13,7 @@
 //   npm run build:lambda [-- --out DIR] [NAME ...]
 
 import { mkdir, rm, writeFile } from "node:fs/promises";
+import { isBuiltin } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -100,6 +101,31 @@ const bundleShims: Plugin = {
   },
 };
 
+/**
+ * Node built-ins reached by `import` come in through `require` instead.
+ * Importing a built-in as an ES module makes Node build a module facade,
+ * which reads every export, and some exports are getters that load
+ * whole subsystems: `node:http`'s WebSocket, CloseEvent and MessageEvent
+ * load Node's internal undici (about 20 ms), `node:crypto`'s webcrypto a
+ * few more. `require` hands over the exports object without reading them.
+ * Each such import becomes a tiny CommonJS module that requires the
+ * built-in, so esbuild's interop reads properties only when the code uses them.
+ */
+const builtinsThroughRequire: Plugin = {
+  name: "builtins-through-require",
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?[a-z_0-9]+(\/[a-z_0-9]+)?$/ }, (args) =>
+      args.kind === "import-statement" && isBuiltin(args.path)
+        ? { path: args.path, namespace: "builtin-through-require" }
+        : undefined,
+    );
+    b.onLoad({ filter: /.*/, namespace: "builtin-through-require" }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)});`,
+      loader: "js",
+    }));
+  },
+};
+
 /** How every bundle is built: one ES module for Node 24 from one entry. */
 export function bundleOptions(entryPoint: string, outfile: string): BuildOptions & { metafile: true } {
   return {
@@ -113,7 +139,7 @@ export function bundleOptions(entryPoint: string, outfile: string): BuildOptions
     metafile: true,
     logLevel: "warning",
     // The shims first: they take some of client-node's own relative imports too.
-    plugins: [bundleShims, clientNodeWithoutSideEffects],
+    plugins: [builtinsThroughRequire, bundleShims, clientNodeWithoutSideEffects],
     // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
     banner: {
       js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",

@@ -4,6 +4,8 @@
 // @opentelemetry/api (loaded on first use), and the serializer of
 // client-node's ListWatch (without every generated model class). Bundled
 // with the functions' options, each must answer as the real module does.
+// Node built-ins imported as ES modules come in through require (see
+// builtinsThroughRequire in scripts/build-lambda.ts), and must work as imported.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -128,6 +130,27 @@ test("bundled socks, socks-proxy-agent and @opentelemetry/api: loaded on first u
   }
 });
 
+test("bundled built-in imports work as ES imports do, without the module facade that loads Node's undici", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-builtins-"));
+  try {
+    const entry = join(FIXTURES, "builtin-imports-entry.mjs");
+    const outfile = join(dir, "entry.mjs");
+    await build(bundleOptions(entry, outfile));
+    const unbundled = JSON.parse((await run(process.execPath, [entry])).stdout);
+    const bundled = JSON.parse((await run(process.execPath, [outfile])).stdout);
+    // The facade of node:http reads its lazy WebSocket export: that is the cost avoided.
+    assert.equal(unbundled.undiciLoaded, true, "an ES import of node:http loads Node's undici");
+    assert.equal(bundled.undiciLoaded, false, "the bundle's require of node:http does not");
+    assert.deepEqual({ ...bundled, undiciLoaded: true }, unbundled);
+    assert.deepEqual(
+      { answer: bundled.answer, notFound: bundled.notFound, formatted: bundled.formatted },
+      { answer: "200 pong", notFound: "Not Found", formatted: "a=1" },
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("in the function bundles, the lazily loaded packages are imported only where their shims expect", async () => {
   const outDir = await mkdtemp(join(tmpdir(), "ksf-shim-importers-"));
   try {
@@ -141,6 +164,10 @@ test("in the function bundles, the lazily loaded packages are imported only wher
     };
     const seen = new Set<string>();
     for (const b of await buildFunctions({ outDir })) {
+      // The banner's node:module is the one built-in left as an ES import.
+      const esImports =
+        (await readFile(b.file, "utf8")).match(/^import .* from ["'][^"'.][^"']*["'];?$/gm) ?? [];
+      assert.deepEqual(esImports, [], `${b.name}: static ES imports ${JSON.stringify(esImports)}`);
       for (const [path, input] of Object.entries(b.metafile.inputs)) {
         if (path.startsWith("scripts/bundle-shims/")) continue;
         for (const imp of input.imports) {
