@@ -70,8 +70,8 @@ const clientNodeWithoutSideEffects: Plugin = {
 /**
  * Packages a bundle takes from scripts/bundle-shims instead (see each file
  * for why): undici (the part our functions use), mime-types (its tables
- * built on first need), socks, socks-proxy-agent and @opentelemetry/api
- * (loaded on first use). A shim that loads its real package imports it by
+ * built on first need), socks, socks-proxy-agent, @opentelemetry/api,
+ * body-parser and qs (loaded on first use). A shim that loads its real package imports it by
  * name, and that import resolves to the package itself.
  */
 const SHIMMED_PACKAGES: Readonly<Record<string, string>> = {
@@ -80,17 +80,22 @@ const SHIMMED_PACKAGES: Readonly<Record<string, string>> = {
   socks: "socks.mjs",
   "socks-proxy-agent": "socks-proxy-agent.mjs",
   "@opentelemetry/api": "opentelemetry-api.mjs",
+  "body-parser": "body-parser.mjs",
+  qs: "qs.mjs",
 };
 
 const bundleShims: Plugin = {
   name: "bundle-shims",
   setup(b) {
-    b.onResolve({ filter: /^(undici|mime-types|socks|socks-proxy-agent|@opentelemetry\/api)$/ }, (args) => {
-      const file = SHIMMED_PACKAGES[args.path];
-      if (file === undefined) return undefined;
-      const shim = join(REPO, "scripts", "bundle-shims", file);
-      return args.importer === shim ? undefined : { path: shim };
-    });
+    b.onResolve(
+      { filter: /^(undici|mime-types|socks|socks-proxy-agent|@opentelemetry\/api|body-parser|qs)$/ },
+      (args) => {
+        const file = SHIMMED_PACKAGES[args.path];
+        if (file === undefined) return undefined;
+        const shim = join(REPO, "scripts", "bundle-shims", file);
+        return args.importer === shim ? undefined : { path: shim };
+      },
+    );
     // client-node's ListWatch imports its serializer only to pass selector strings through;
     // the shim spares the bundle every generated model class the real one imports.
     b.onResolve({ filter: /^\.\/serializer\.js$/ }, (args) =>

@@ -3,7 +3,7 @@
 // Content-Type decides structured / batched mode, ce-* headers mean binary
 // mode, and anything else is a plain watch event.
 //
-// Body: pass the raw bytes (express.raw({ type: "*/*", limit: MAX_BODY_BYTES }))
+// Body: pass the raw bytes (rawBody() of shared/http/function-app.ts)
 // so every mode works, including structured and batched CloudEvents, whose
 // content types express.json() does not parse. A string (express.text) or a
 // value express.json() already parsed is accepted too; it is serialized back

@@ -5,7 +5,7 @@
 // and transport errors but drop the event on 500. So:
 //
 //   - bad input (an error carrying `status` 400..499, e.g. EnvelopeError,
-//     body-parser's 413/415) -> that 4xx, `{error: message}`: resending the
+//     read-body.ts's 413/415) -> that 4xx, `{error: message}`: resending the
 //     same bytes cannot help.
 //   - transient trouble -> 503 + Retry-After, so the event is redelivered:
 //     RetryLaterError, Kubernetes API 429/5xx/timeouts/connection failures,

@@ -14,7 +14,7 @@
 // (shared/http/auth.ts): 401/403 before any body is read.
 //
 // Hardening, for every function: bodies are bounded (MAX_BODY_BYTES, 413) and
-// read raw, so the envelope parser (not express) judges the content type and
+// read raw, so the envelope parser judges the content type and
 // answers a clear 4xx; answers are JSON with `nosniff` and `no-store`, never
 // a stack trace (errors.ts says "internal error" and logs the detail, and the
 // log scrubs credentials); request ids from headers are sanitised.
@@ -30,6 +30,7 @@ import type { Registry } from "../metrics.ts";
 import { outcomeOfStatus, processMetrics, requestMetrics } from "../metrics.ts";
 import { type AuthPolicy, authorize, authPolicyFromEnv } from "./auth.ts";
 import { classifyError } from "./errors.ts";
+import { readRequestBody } from "./read-body.ts";
 import { allows, matchRoute } from "./route-table.ts";
 
 export interface RequestContext {
@@ -131,18 +132,19 @@ function currentContext(): RequestContext {
 }
 
 /**
- * Reads the whole body as a Buffer, whatever the Content-Type (envelopes are
- * told apart by the parser, not by express), up to `limit` bytes (413 beyond).
- * Re-enters the request context afterwards, in case stream callbacks ran outside it.
+ * Reads the whole body into `req.body` as a Buffer, whatever the Content-Type
+ * (envelopes are told apart by the parser), up to `limit` bytes (413 beyond;
+ * read-body.ts has the rest of the rules). Continues in the request context,
+ * in case stream callbacks ran outside it.
  */
 export function rawBody(limit: number = maxBodyBytesFromEnv()): RequestHandler {
-  const parse = express.raw({ type: () => true, limit });
   return (req, res, next) => {
     const ctx = current.getStore();
-    parse(req, res, (err?: unknown) => {
-      if (ctx === undefined) next(err);
-      else current.run(ctx, () => next(err));
-    });
+    const proceed = (err?: unknown) => (ctx === undefined ? next(err) : current.run(ctx, () => next(err)));
+    readRequestBody(req, res, limit).then((body) => {
+      req.body = body;
+      proceed();
+    }, proceed);
   };
 }
 

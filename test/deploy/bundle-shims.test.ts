@@ -1,7 +1,7 @@
 // The function bundles take some modules from scripts/bundle-shims: undici
 // (the part our code and client-node use, fetch loaded on first use),
 // mime-types (its tables built on first need), socks, socks-proxy-agent and
-// @opentelemetry/api (loaded on first use), and the serializer of
+// @opentelemetry/api, body-parser and qs (loaded on first use), and the serializer of
 // client-node's ListWatch (without every generated model class). Bundled
 // with the functions' options, each must answer as the real module does.
 // Node built-ins imported as ES modules come in through require (see
@@ -130,6 +130,30 @@ test("bundled socks, socks-proxy-agent and @opentelemetry/api: loaded on first u
   }
 });
 
+test("bundled body-parser and qs: express's parsers and extended query parser work as with the real packages", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-body-parser-shim-"));
+  try {
+    const entry = join(FIXTURES, "express-body-parsers-entry.mjs");
+    const outfile = join(dir, "entry.mjs");
+    await build(bundleOptions(entry, outfile));
+    const bundled = await readFile(outfile, "utf8");
+    for (const shim of ["body-parser.mjs", "qs.mjs"])
+      assert.ok(bundled.includes(`scripts/bundle-shims/${shim}`), `${shim} stands in`);
+    const real = JSON.parse((await run(process.execPath, [entry])).stdout) as object;
+    const shimmed = JSON.parse((await run(process.execPath, [outfile])).stdout) as object;
+    assert.deepEqual(shimmed, real);
+    assert.deepEqual(real, {
+      json: [200, { body: { x: [1, 2] }, query: { a: { b: "1" }, c: "2" } }],
+      form: [200, { body: { a: { b: ["c", "d"] } } }],
+      text: [200, { body: "hello" }],
+      raw: [200, { bytes: 5 }],
+      badJson: 400,
+    });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test("bundled built-in imports work as ES imports do, without the module facade that loads Node's undici", async () => {
   const dir = await mkdtemp(join(tmpdir(), "ksf-builtins-"));
   try {
@@ -161,6 +185,8 @@ test("in the function bundles, the lazily loaded packages are imported only wher
       ],
       "socks-proxy-agent": ["node_modules/@kubernetes/client-node/dist/config.js"],
       "@opentelemetry/api": ["node_modules/prom-client/lib/metrics/processCpuTotal.js"],
+      "body-parser": ["node_modules/express/lib/express.js"],
+      qs: ["node_modules/express/lib/utils.js", "node_modules/body-parser/lib/types/urlencoded.js"],
     };
     const seen = new Set<string>();
     for (const b of await buildFunctions({ outDir })) {

@@ -1,0 +1,16 @@
+// body-parser as the function bundles see it (scripts/build-lambda.ts
+// bundleOptions): express requires it at load to offer express.json, .raw,
+// .text and .urlencoded, which our functions never call (they read bodies
+// with shared/http/read-body.ts). Loading it pulled in raw-body, iconv-lite
+// and qs, several ms of each cold start; it is now loaded on first use.
+let loaded;
+// Resolved by the bundler to the real package (this file is the importer).
+const real = () => {
+  loaded ??= require("body-parser");
+  return loaded;
+};
+
+export const json = (...args) => real().json(...args);
+export const raw = (...args) => real().raw(...args);
+export const text = (...args) => real().text(...args);
+export const urlencoded = (...args) => real().urlencoded(...args);
