@@ -58,10 +58,16 @@ async function connectOnce(options: ConnectDriverOptions): Promise<ConnectedDriv
   const timeoutSeconds = positiveIntegerFromEnv(env, "CSI_TIMEOUT_SECONDS", options.defaultTimeoutSeconds);
   const csi = new CsiClient({ endpoint: csiEndpointFromEnv(env), timeoutMs: timeoutSeconds * 1000 });
   try {
-    await csi.probe();
-    // Identity and capabilities asked at once: a round trip less in every cold start.
+    // Probe, identity and capabilities asked at once: a round trip less in every
+    // cold start. A driver still starting may fail the identity calls; they are
+    // asked again once Probe has said ready, so only answers of a ready driver count.
     // The capabilities are cached by the client, so the function's own later reads cost nothing.
-    const [info, capabilities] = await Promise.all([csi.getPluginInfo(), csi.capabilities()]);
+    const identity = () => Promise.all([csi.getPluginInfo(), csi.capabilities()]);
+    const early = identity();
+    // Judged after Probe; a failure before then must not surface as unhandled.
+    early.catch(() => undefined);
+    await csi.probe();
+    const [info, capabilities] = await early.catch(identity);
     const driverName = info.name;
     const wanted = env.DRIVER_NAME?.trim();
     if (wanted && wanted !== driverName) {

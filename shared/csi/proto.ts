@@ -60,13 +60,16 @@ export interface CsiMethodDefinition extends MethodDefinition<object, object> {
 
 let root: protobuf.Root | undefined;
 
-/** Every type of csi.proto and its imports, resolved; built on first use (~8 ms). */
+/**
+ * Every type csi.proto's services use, built on first use. Not resolved as a
+ * whole: resolving a type generates its constructor, and a function uses a
+ * handful of csi.proto's types, so each method and type is resolved when
+ * first used (protobufjs does that for types on their first encode or
+ * decode). The descriptor test resolves and checks every one.
+ */
 function csiRoot(): protobuf.Root {
   // protobufjs's Root.toJSON wrote it, so it is an INamespace by construction; TypeScript sees only literals.
-  if (root === undefined) {
-    root = protobuf.Root.fromJSON(csiDescriptor as protobuf.INamespace);
-    root.resolveAll();
-  }
+  root ??= protobuf.Root.fromJSON(csiDescriptor as protobuf.INamespace);
   return root;
 }
 
@@ -96,9 +99,10 @@ function deserializerOf(type: protobuf.Type): (bytes: Buffer) => object {
 }
 
 function methodDefinition(service: protobuf.Service, method: protobuf.Method): CsiMethodDefinition {
+  method.resolve();
   const request = method.resolvedRequestType;
   const response = method.resolvedResponseType;
-  // resolveAll() resolved every method; a missing type would be a broken descriptor.
+  // resolve() throws for a type the descriptor lacks; null here would be a protobufjs change.
   if (request === null || response === null)
     throw new Error(`csi.proto: ${method.name} has unresolved message types`);
   return {

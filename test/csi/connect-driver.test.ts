@@ -80,3 +80,35 @@ test("tries again when the driver answers UNAVAILABLE at start, and gives up aft
     await sandbox.csi.clearFaults();
   }
 });
+
+test("a driver still starting: identity answers given before Probe says ready are asked again after it", async () => {
+  const env = { CSI_ENDPOINT: sandbox.csiEndpoint, DRIVER_NAME: "hostpath.csi.k8s.io" };
+  const methods = ["GetPluginInfo", "GetPluginCapabilities"];
+  await sandbox.csi.resetStats();
+  await sandbox.csi.setReady(false);
+  await sandbox.csi.setFaults({ errorProbability: 1, errorCodes: ["UNAVAILABLE"], methods });
+  try {
+    // One attempt only: the wait for readiness, not the outer retry, must carry it.
+    const connecting = connectDriver({ env, defaultTimeoutSeconds: 10, attempts: 1 });
+    let settled = false;
+    void connecting.finally(() => {
+      settled = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(settled, false, "not connected while the driver is not ready");
+    const early = (await sandbox.csi.stats()).calls;
+    assert.equal(early.GetPluginInfo, 1, JSON.stringify(early));
+    await sandbox.csi.clearFaults();
+    await sandbox.csi.setReady(true);
+    const { csi, driverName, capabilities } = await connecting;
+    csi.close();
+    assert.equal(driverName, "hostpath.csi.k8s.io");
+    assert.equal(capabilities.controllerService, true);
+    const calls = (await sandbox.csi.stats()).calls;
+    assert.equal(calls.GetPluginInfo, 2, JSON.stringify(calls));
+    assert.ok((calls.Probe ?? 0) >= 2, JSON.stringify(calls));
+  } finally {
+    await sandbox.csi.clearFaults();
+    await sandbox.csi.setReady(true);
+  }
+});

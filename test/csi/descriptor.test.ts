@@ -77,6 +77,21 @@ test("the committed descriptor is csi.proto as it is now (else: npm run generate
   assert.deepEqual(JSON.parse(readFileSync(CSI_DESCRIPTOR, "utf8")), JSON.parse(csiDescriptorText()));
 });
 
+test("the descriptor resolves whole, keeps the well-known types the messages use, and drops descriptor.proto", () => {
+  const json = JSON.parse(readFileSync(CSI_DESCRIPTOR, "utf8")) as protobuf.INamespace;
+  const root = protobuf.Root.fromJSON(json);
+  root.resolveAll();
+  assert.equal(root.lookup("google.protobuf.FileDescriptorProto"), null);
+  assert.equal(root.lookup("google.protobuf.FieldOptions"), null);
+  // Kept: the well-known types csi.proto's messages use.
+  for (const name of ["google.protobuf.Timestamp", "google.protobuf.Int64Value", "google.protobuf.BoolValue"])
+    assert.ok(root.lookup(name) instanceof protobuf.Type, name);
+  // That nothing a method needs was cut is the serializer tests' part: every field set, byte for byte.
+  // The secret markers stay on the fields (redactSecrets is checked against the .proto itself).
+  const create = root.lookupType("csi.v1.CreateVolumeRequest");
+  assert.deepEqual(create.fields.secrets?.options, { "(csi_secret)": true });
+});
+
 test("every method is on proto-loader's path with its streaming, alias and message types", () => {
   for (const service of CSI_SERVICE_NAMES) {
     const expected = protoLoaderService(service);
