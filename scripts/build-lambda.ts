@@ -96,6 +96,12 @@ const bundleShims: Plugin = {
         return args.importer === shim ? undefined : { path: shim };
       },
     );
+    // undici's Client requires its HTTP/2 half (and node:http2) at load; the shim loads it on first use.
+    b.onResolve({ filter: /^\.\/client-h2\.js$/ }, (args) =>
+      args.importer.endsWith("/node_modules/undici/lib/dispatcher/client.js")
+        ? { path: join(REPO, "scripts", "bundle-shims", "undici-client-h2.cjs") }
+        : undefined,
+    );
     // client-node's ListWatch imports its serializer only to pass selector strings through;
     // the shim spares the bundle every generated model class the real one imports.
     b.onResolve({ filter: /^\.\/serializer\.js$/ }, (args) =>

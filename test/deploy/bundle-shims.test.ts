@@ -1,5 +1,5 @@
 // The function bundles take some modules from scripts/bundle-shims: undici
-// (the part our code and client-node use, fetch loaded on first use),
+// (the part our code and client-node use, fetch and HTTP/2 loaded on first use),
 // mime-types (its tables built on first need), socks, socks-proxy-agent and
 // @opentelemetry/api, body-parser and qs (loaded on first use), and the serializer of
 // client-node's ListWatch (without every generated model class). Bundled
@@ -8,8 +8,9 @@
 // builtinsThroughRequire in scripts/build-lambda.ts), and must work as imported.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
+import { createSecureServer } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,12 +19,13 @@ import { promisify } from "node:util";
 import { build, stop as stopEsbuild } from "esbuild";
 import { buildFunctions } from "../../scripts/build-functions.ts";
 import { bundleOptions } from "../../scripts/build-lambda.ts";
+import { generateCertificates } from "../../shared/tls/certificates.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
 const ENTRY = join(FIXTURES, "undici-shim-entry.mjs");
 const run = promisify(execFile);
 
-test("bundled undici: request on an agent and on the global dispatcher, and fetch, reach the server", async () => {
+test("bundled undici: request on an agent and on the global dispatcher, fetch, and HTTP/2 on first use, reach the servers", async () => {
   const dir = await mkdtemp(join(tmpdir(), "ksf-undici-shim-"));
   const server = createServer((req, res) => {
     let body = "";
@@ -32,23 +34,40 @@ test("bundled undici: request on an agent and on the global dispatcher, and fetc
     });
     req.on("end", () => res.end(`${req.method} ${req.url} ${body}`.trim()));
   });
+  const certs = generateCertificates({ service: "h2", namespace: "test", extraDnsNames: ["127.0.0.1"] });
+  const h2 = createSecureServer({ cert: certs.cert, key: certs.key }, (req, res) =>
+    res.end(`h2 ${req.httpVersion} ${req.method} ${req.url}`),
+  );
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => h2.listen(0, "127.0.0.1", resolve));
   try {
     const outfile = join(dir, "entry.mjs");
+    const caFile = join(dir, "ca.pem");
+    await writeFile(caFile, certs.caCert);
     await build(bundleOptions(ENTRY, outfile));
     const bundled = await readFile(outfile, "utf8");
     assert.ok(bundled.includes("scripts/bundle-shims/undici.mjs"), "the shim stands in for undici");
     assert.ok(!bundled.includes("node_modules/undici/index.js"), "undici's index is left out");
     const { port } = server.address() as AddressInfo;
-    const { stdout } = await run(process.execPath, [outfile, `http://127.0.0.1:${port}`]);
+    const { port: h2Port } = h2.address() as AddressInfo;
+    const { stdout } = await run(process.execPath, [
+      outfile,
+      `http://127.0.0.1:${port}`,
+      `https://127.0.0.1:${h2Port}`,
+      caFile,
+    ]);
     assert.deepEqual(JSON.parse(stdout), {
       viaAgent: [200, "GET /a?x=1"],
       viaGlobal: [200, "POST /b hi"],
       fetched: [200, "GET /c"],
       proxyAgent: "function",
+      // undici's HTTP/2 half (and node:http2) loads only for a connection that negotiated h2.
+      http2LoadedByHttp1: false,
+      viaH2: [200, "h2 2.0 GET /d"],
     });
   } finally {
     server.close();
+    h2.close();
     await rm(dir, { recursive: true, force: true });
   }
 });
