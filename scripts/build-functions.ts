@@ -15,8 +15,7 @@
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { build } from "esbuild";
-import { type BuiltLambda, bundleFunctions, bundleOptions } from "./build-lambda.ts";
+import { type BuiltLambda, buildBundle, bundleFunctions } from "./build-lambda.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const DEFAULT_FUNCTIONS_OUT_DIR = join(REPO, "dist", "functions");
@@ -36,7 +35,7 @@ export async function buildFunctions(
     writeMetafile: true,
     ...(options.names ? { names: options.names } : {}),
   });
-  await build(bundleOptions(join(REPO, "functions", "serve.ts"), join(outDir, SERVE_BUNDLE)));
+  await buildBundle(join(REPO, "functions", "serve.ts"), join(outDir, SERVE_BUNDLE));
   return built;
 }
 

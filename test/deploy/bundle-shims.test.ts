@@ -18,7 +18,7 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 import { build, stop as stopEsbuild } from "esbuild";
 import { buildFunctions } from "../../scripts/build-functions.ts";
-import { bundleOptions } from "../../scripts/build-lambda.ts";
+import { asciiOnly, bundleOptions } from "../../scripts/build-lambda.ts";
 import { generateCertificates } from "../../shared/tls/certificates.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
@@ -209,6 +209,8 @@ test("in the function bundles, the lazily loaded packages are imported only wher
     };
     const seen = new Set<string>();
     for (const b of await buildFunctions({ outDir })) {
+      const text = await readFile(b.file, "utf8");
+      assert.ok(!/[\u0080-\uffff]/.test(text), `${b.name}: the bundle is ASCII only`);
       // The banner's node:module is the one built-in left as an ES import.
       const esImports =
         (await readFile(b.file, "utf8")).match(/^import .* from ["'][^"'.][^"']*["'];?$/gm) ?? [];
@@ -228,4 +230,15 @@ test("in the function bundles, the lazily loaded packages are imported only wher
     await stopEsbuild();
     await rm(outDir, { recursive: true, force: true });
   }
+});
+
+test("asciiOnly escapes what esbuild leaves in comments, and the code means what it meant", () => {
+  const source =
+    'const s = "caf\u00e9 \u{1F600}"; // it\u2019s \u00e9t\u00e9\nconst r = /\u00e9+/.test("\u00e9\u00e9");';
+  const escaped = asciiOnly(source);
+  assert.ok(!/[\u0080-\uffff]/.test(escaped), escaped);
+  assert.match(escaped, /\/\/ it\\u2019s \\u00e9t\\u00e9/);
+  const run = (code: string): unknown => new Function(`${code}\nreturn [s, r];`)();
+  assert.deepEqual(run(escaped), ["caf\u00e9 \u{1F600}", true]);
+  assert.deepEqual(run(escaped), run(source));
 });
