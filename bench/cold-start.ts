@@ -8,8 +8,8 @@
 // (functions/serve.ts), the esbuild bundle of functions/<name>/main.ts
 // (`npm run build:functions`), and that bundle with Node's compile cache
 // (NODE_COMPILE_CACHE, primed by one run that is not counted). Every variant
-// runs with the image's NODE_OPTIONS and MALLOC_* settings (functions/node-options.ts): its small
-// young generation means more collections while the bundle loads, and the
+// runs with the image's NODE_OPTIONS and MALLOC_* settings (functions/node-options.ts): its
+// bounded young generation means more collections while the bundle loads, and the
 // figure is meant to be the deployed one. Next to them:
 // `node -e 0` and a bare node:http server answering one request (the floor
 // any Node function has), the bundle's biggest packages (esbuild metafile),
