@@ -78,30 +78,53 @@ function shorten(message: string): string {
   return message.length <= 200 ? message : `${message.slice(0, 200)}…`;
 }
 
-/** Walks the parsed tree without recursion, so depth cannot overflow the stack. */
+/** A container met while walking; its path is spelled out only for an error message. */
+interface JsonFrame {
+  value: object;
+  depth: number;
+  parent: JsonFrame | undefined;
+  key: string | number;
+}
+
+function pathOf(frame: JsonFrame | undefined): string {
+  const parts: string[] = [];
+  for (let f = frame; f?.parent !== undefined; f = f.parent)
+    parts.push(typeof f.key === "number" ? `[${f.key}]` : `.${shortKey(f.key)}`);
+  return parts.reverse().join("").replace(/^\./, "");
+}
+
+/**
+ * Walks the parsed tree without recursion, so depth cannot overflow the
+ * stack. Only objects and arrays are visited (leaves cannot nest or hold
+ * keys), so an event's few thousand leaves cost nothing but a type check.
+ */
 function checkJsonTree(root: unknown, what: string): void {
-  const stack: Array<{ value: unknown; depth: number; path: string }> = [{ value: root, depth: 0, path: "" }];
-  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
-    const { value, depth, path } = item;
-    if (typeof value !== "object" || value === null) continue;
+  if (typeof root !== "object" || root === null) return;
+  const stack: JsonFrame[] = [{ value: root, depth: 0, parent: undefined, key: "" }];
+  for (let frame = stack.pop(); frame !== undefined; frame = stack.pop()) {
+    const { value, depth } = frame;
     if (depth >= MAX_JSON_DEPTH) {
       throw new EnvelopeError(`${what} nests deeper than ${MAX_JSON_DEPTH} levels`);
     }
     if (Array.isArray(value)) {
-      value.forEach((child: unknown, i) => {
-        stack.push({ value: child, depth: depth + 1, path: `${path}[${i}]` });
-      });
+      for (let i = 0; i < value.length; i++) {
+        const child: unknown = value[i];
+        if (typeof child === "object" && child !== null)
+          stack.push({ value: child, depth: depth + 1, parent: frame, key: i });
+      }
       continue;
     }
     if (!isRecord(value)) continue;
     for (const key of Object.keys(value)) {
       if (key === "__proto__") {
+        const path = pathOf(frame);
         throw new EnvelopeError(
           `${what} has a "__proto__" key${path ? ` in ${path}` : ""}; that key is not allowed`,
         );
       }
-      const childPath = path === "" ? shortKey(key) : `${path}.${shortKey(key)}`;
-      stack.push({ value: value[key], depth: depth + 1, path: childPath });
+      const child = value[key];
+      if (typeof child === "object" && child !== null)
+        stack.push({ value: child, depth: depth + 1, parent: frame, key });
     }
   }
 }

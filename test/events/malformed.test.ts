@@ -301,6 +301,15 @@ const cases: Case[] = [
     message: 'CloudEvent data (request body) has a "__proto__" key in metadata; that key is not allowed',
   },
   {
+    name: "binary: __proto__ key deep in a list",
+    headers: binaryHeaders("add"),
+    body: Buffer.from(
+      '{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"x","namespace":"databases","managedFields":[{"a":1},{"fieldsV1":{"__proto__":{"isAdmin":true}}}]}}',
+    ),
+    message:
+      'CloudEvent data (request body) has a "__proto__" key in metadata.managedFields[1].fieldsV1; that key is not allowed',
+  },
+  {
     name: "binary: ref data without a name",
     headers: binaryHeaders("add", { "ce-type": REF_ADD }),
     body: json({ apiVersion: "v1", kind: "PersistentVolumeClaim", namespace: "databases" }),
