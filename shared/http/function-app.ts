@@ -107,8 +107,8 @@ export function maxBodyBytesFromEnv(env: NodeJS.ProcessEnv = process.env): numbe
 
 interface RequestState {
   ctx: RequestContext;
-  /** The logger for what is being handled right now (per event once known). */
-  log: Logger;
+  /** The logger of the event being handled, while one is. */
+  eventLog?: Logger | undefined;
   started: bigint;
   route?: string;
   /** The authenticated caller, for the request log line. */
@@ -203,9 +203,19 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
   app.use((req, res, next) => {
     const requestId = requestIdOf(req.headers);
     const abort = new AbortController();
-    const ctxLog = log.child({ requestId });
-    const ctx: RequestContext = { log: ctxLog, requestId, signal: abort.signal };
-    const state: RequestState = { ctx, log: ctxLog, started: process.hrtime.bigint() };
+    // The request's child logger is made on first use: a child costs a copy of
+    // the bindings through pino's redaction, and most requests log only the
+    // line below, which names the request id itself.
+    let requestLog: Logger | undefined;
+    const ctx: RequestContext = {
+      get log() {
+        requestLog ??= log.child({ requestId });
+        return requestLog;
+      },
+      requestId,
+      signal: abort.signal,
+    };
+    const state: RequestState = { ctx, started: process.hrtime.bigint() };
     states.set(req, state);
     res.setHeader("x-request-id", requestId);
     res.setHeader("x-content-type-options", "nosniff");
@@ -219,6 +229,7 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
       const outcome = aborted ? "aborted" : outcomeOfStatus(res.statusCode);
       requests.observe({ function: spec.name, route, outcome }, seconds);
       const line = {
+        requestId,
         method: req.method,
         route,
         path: req.path,
@@ -228,8 +239,8 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
         durationMs: Math.round(seconds * 1e6) / 1e3,
       };
       // Probes arrive every few seconds; keep them out of the info stream.
-      if (PROBE_ROUTES.has(route) && outcome === "ok") ctxLog.debug(line, "request");
-      else ctxLog.info(line, "request");
+      if (PROBE_ROUTES.has(route) && outcome === "ok") log.debug(line, "request");
+      else log.info(line, "request");
     });
     current.run(ctx, next);
   });
@@ -273,13 +284,20 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
       const results: object[] = [];
       for (const event of events) {
         state.ctx.signal.throwIfAborted();
+        // One child per event, with the request id among its bindings (not a child of a child).
         const eventLog = spec.describeEvent
-          ? requestLogger(state.ctx.log, spec.describeEvent(event))
+          ? requestLogger(log, { requestId: state.ctx.requestId, ...spec.describeEvent(event) })
           : state.ctx.log;
-        state.log = eventLog;
-        results.push(await handleEvent(event, { ...state.ctx, log: eventLog }));
+        state.eventLog = eventLog;
+        results.push(
+          await handleEvent(event, {
+            log: eventLog,
+            requestId: state.ctx.requestId,
+            signal: state.ctx.signal,
+          }),
+        );
       }
-      state.log = state.ctx.log;
+      state.eventLog = undefined;
       if (!res.destroyed) res.status(200).json({ function: spec.name, results });
     });
   }
@@ -306,7 +324,7 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
     try {
       if (spec.ready) ready = (await withTimeout(spec.ready(), READY_TIMEOUT_MS, "ready()")) === true;
     } catch (err) {
-      stateOf(req).log.warn({ err }, "readiness check failed");
+      stateOf(req).ctx.log.warn({ err }, "readiness check failed");
       ready = false;
     }
     res.status(ready ? 200 : 503).json(ready ? { ready: true } : { ready: false, reason: "not ready" });
@@ -328,7 +346,7 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
   // Express 5 routes rejected promises here too. Four parameters mark this as the error handler.
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const state = states.get(req);
-    const reqLog = state?.log ?? log;
+    const reqLog = state?.eventLog ?? state?.ctx.log ?? log;
     if (state?.ctx.signal.aborted) {
       reqLog.info({ err }, "client disconnected before the answer");
       return;

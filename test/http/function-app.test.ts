@@ -384,6 +384,38 @@ describe("logging", () => {
     assert.equal(probe?.level, "debug");
   });
 
+  test("an event's lines carry the request id and the event's identity; other contexts carry the request id", async () => {
+    const logs = captureLogs();
+    const app = createFunctionApp(
+      echoSpec(
+        {
+          handleEvent: async (_event, ctx) => {
+            ctx.log.info("handling");
+            return {};
+          },
+          resync: async (ctx) => {
+            ctx.log.info("resyncing");
+            return {};
+          },
+        },
+        logs,
+      ),
+    );
+    await request(app)
+      .post("/")
+      .set("ce-id", "req-9")
+      .send(json({ id: "event-3" }));
+    await request(app).post("/resync").set("x-request-id", "req-10").send("");
+    const handling = logs.lines.find((l) => l.msg === "handling");
+    assert.equal(handling?.requestId, "req-9");
+    assert.equal(handling?.eventId, "event-3");
+    assert.equal(handling?.function, "echo");
+    const resyncing = logs.lines.find((l) => l.msg === "resyncing");
+    assert.equal(resyncing?.requestId, "req-10");
+    // Bound once, not by a child of a child: the line has each field once.
+    assert.equal(JSON.stringify(handling).match(/"requestId"/g)?.length, 1);
+  });
+
   test("authorization headers never reach the log", async () => {
     const logs = captureLogs();
     const app = createFunctionApp(
