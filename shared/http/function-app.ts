@@ -115,6 +115,29 @@ interface RequestState {
   user?: string;
 }
 
+/**
+ * A request's context whose child logger is made on first use: a child costs
+ * a copy of its bindings through pino's redaction, and most requests log only
+ * the request line, which names the request id itself. A class, not an object
+ * literal with a getter: each such literal gets a hidden class of its own
+ * (the getter is part of it), and the admission p99 doubled (3 -> 7 ms).
+ */
+class LazyLogContext implements RequestContext {
+  #log: Logger | undefined;
+  readonly #base: Logger;
+  readonly requestId: string;
+  readonly signal: AbortSignal;
+  constructor(base: Logger, requestId: string, signal: AbortSignal) {
+    this.#base = base;
+    this.requestId = requestId;
+    this.signal = signal;
+  }
+  get log(): Logger {
+    this.#log ??= this.#base.child({ requestId: this.requestId });
+    return this.#log;
+  }
+}
+
 const states = new WeakMap<Request, RequestState>();
 const current = new AsyncLocalStorage<RequestContext>();
 
@@ -203,18 +226,7 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
   app.use((req, res, next) => {
     const requestId = requestIdOf(req.headers);
     const abort = new AbortController();
-    // The request's child logger is made on first use: a child costs a copy of
-    // the bindings through pino's redaction, and most requests log only the
-    // line below, which names the request id itself.
-    let requestLog: Logger | undefined;
-    const ctx: RequestContext = {
-      get log() {
-        requestLog ??= log.child({ requestId });
-        return requestLog;
-      },
-      requestId,
-      signal: abort.signal,
-    };
+    const ctx = new LazyLogContext(log, requestId, abort.signal);
     const state: RequestState = { ctx, started: process.hrtime.bigint() };
     states.set(req, state);
     res.setHeader("x-request-id", requestId);
