@@ -71,8 +71,8 @@ const clientNodeWithoutSideEffects: Plugin = {
  * Packages a bundle takes from scripts/bundle-shims instead (see each file
  * for why): undici (the part our functions use), mime-types (its tables
  * built on first need), socks, socks-proxy-agent, @opentelemetry/api,
- * body-parser and qs (loaded on first use). A shim that loads its real package imports it by
- * name, and that import resolves to the package itself.
+ * body-parser and qs (loaded on first use). A shim that loads its real
+ * package imports it by name, and that import resolves to the package itself.
  */
 const SHIMMED_PACKAGES: Readonly<Record<string, string>> = {
   undici: "undici.mjs",
@@ -84,18 +84,21 @@ const SHIMMED_PACKAGES: Readonly<Record<string, string>> = {
   qs: "qs.mjs",
 };
 
+const SHIMMED_PACKAGE_NAMES = new RegExp(
+  `^(${Object.keys(SHIMMED_PACKAGES)
+    .map((name) => name.replace(/[/.]/g, "\\$&"))
+    .join("|")})$`,
+);
+
 const bundleShims: Plugin = {
   name: "bundle-shims",
   setup(b) {
-    b.onResolve(
-      { filter: /^(undici|mime-types|socks|socks-proxy-agent|@opentelemetry\/api|body-parser|qs)$/ },
-      (args) => {
-        const file = SHIMMED_PACKAGES[args.path];
-        if (file === undefined) return undefined;
-        const shim = join(REPO, "scripts", "bundle-shims", file);
-        return args.importer === shim ? undefined : { path: shim };
-      },
-    );
+    b.onResolve({ filter: SHIMMED_PACKAGE_NAMES }, (args) => {
+      const file = SHIMMED_PACKAGES[args.path];
+      if (file === undefined) return undefined;
+      const shim = join(REPO, "scripts", "bundle-shims", file);
+      return args.importer === shim ? undefined : { path: shim };
+    });
     // undici's Client requires its HTTP/2 half (and node:http2) at load; the shim loads it on first use.
     b.onResolve({ filter: /^\.\/client-h2\.js$/ }, (args) =>
       args.importer.endsWith("/node_modules/undici/lib/dispatcher/client.js")
