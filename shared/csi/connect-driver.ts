@@ -59,9 +59,10 @@ async function connectOnce(options: ConnectDriverOptions): Promise<ConnectedDriv
   const csi = new CsiClient({ endpoint: csiEndpointFromEnv(env), timeoutMs: timeoutSeconds * 1000 });
   try {
     // Probe, identity and capabilities asked at once: a round trip less in every
-    // cold start. A driver still starting may fail the identity calls; they are
-    // asked again once Probe has said ready, so only answers of a ready driver count.
-    // The capabilities are cached by the client, so the function's own later reads cost nothing.
+    // cold start. What they answer describes the driver, not its readiness, so
+    // answers given while it was still starting stand; calls it failed then are
+    // asked again once Probe has said ready. The capabilities are cached by
+    // the client, so the function's own later reads cost nothing.
     const identity = () => Promise.all([csi.getPluginInfo(), csi.capabilities()]);
     const early = identity();
     // Judged after Probe; a failure before then must not surface as unhandled.

@@ -81,7 +81,7 @@ test("tries again when the driver answers UNAVAILABLE at start, and gives up aft
   }
 });
 
-test("a driver still starting: identity answers given before Probe says ready are asked again after it", async () => {
+test("a driver still starting: identity calls it failed before Probe said ready are asked again after it", async () => {
   const env = { CSI_ENDPOINT: sandbox.csiEndpoint, DRIVER_NAME: "hostpath.csi.k8s.io" };
   const methods = ["GetPluginInfo", "GetPluginCapabilities"];
   await sandbox.csi.resetStats();
