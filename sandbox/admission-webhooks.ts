@@ -1,77 +1,94 @@
-// The webhook configurations `npm start` and the benches register with the
-// sandbox API server: the admission function over HTTPS (its CA as
-// caBundle), mutating claims and PVs at creation and validating claim
-// updates and VolumeAttachment creation, as deploy/webhooks.yaml does in a
-// cluster. failurePolicy Ignore: the sandbox is a demo, and a webhook hiccup
-// should not block it (the API server's own rules still apply).
+// The webhook configurations the admission function serves, as
+// deploy/webhooks.yaml registers them in a cluster: mutating claims and PVs
+// at creation, validating claim updates and VolumeAttachment creation. `npm
+// start` and the benches seed them into the sandbox API server with
+// failurePolicy Ignore (the sandbox is a demo, and a webhook hiccup should
+// not block it; the API server's own rules still apply); the end-to-end
+// webhook test seeds them with Fail.
+import type { KubeObject } from "../shared/kube/types.ts";
 import type { Registry } from "./apiserver/registry.ts";
 
-function webhook(
-  name: string,
-  url: string,
-  caBundle: string,
-  group: string,
-  resource: string,
-  operations: string[],
-) {
-  return {
-    name,
-    clientConfig: { url, caBundle },
-    rules: [{ operations, apiGroups: [group], apiVersions: ["v1"], resources: [resource] }],
-    sideEffects: "None",
-    admissionReviewVersions: ["v1"],
-    failurePolicy: "Ignore",
-    timeoutSeconds: 5,
-  };
+export type FailurePolicy = "Ignore" | "Fail";
+
+interface Hook {
+  name: string;
+  path: string;
+  group: string;
+  resource: string;
+  operation: "CREATE" | "UPDATE";
 }
 
-/** Seeds the Mutating- and ValidatingWebhookConfiguration for the admission function at `url`. */
+const MUTATING: readonly Hook[] = [
+  {
+    name: "pvc.mutate.storage.kube-storage-functions.io",
+    path: "/mutate/persistentvolumeclaims",
+    group: "",
+    resource: "persistentvolumeclaims",
+    operation: "CREATE",
+  },
+  {
+    name: "pv.mutate.storage.kube-storage-functions.io",
+    path: "/mutate/persistentvolumes",
+    group: "",
+    resource: "persistentvolumes",
+    operation: "CREATE",
+  },
+];
+
+const VALIDATING: readonly Hook[] = [
+  {
+    name: "pvc.validate.storage.kube-storage-functions.io",
+    path: "/validate/persistentvolumeclaims",
+    group: "",
+    resource: "persistentvolumeclaims",
+    operation: "UPDATE",
+  },
+  {
+    name: "va.validate.storage.kube-storage-functions.io",
+    path: "/validate/volumeattachments",
+    group: "storage.k8s.io",
+    resource: "volumeattachments",
+    operation: "CREATE",
+  },
+];
+
+/** The Mutating- and ValidatingWebhookConfiguration for the admission function at `url` (HTTPS, its CA). */
+export function admissionWebhookConfigurations(
+  url: string,
+  caCertPem: string,
+  failurePolicy: FailurePolicy,
+): KubeObject[] {
+  const caBundle = Buffer.from(caCertPem).toString("base64");
+  const webhooks = (hooks: readonly Hook[]) =>
+    hooks.map((hook) => ({
+      name: hook.name,
+      clientConfig: { url: `${url}${hook.path}`, caBundle },
+      rules: [
+        {
+          operations: [hook.operation],
+          apiGroups: [hook.group],
+          apiVersions: ["v1"],
+          resources: [hook.resource],
+        },
+      ],
+      sideEffects: "None",
+      admissionReviewVersions: ["v1"],
+      failurePolicy,
+      timeoutSeconds: 5,
+    }));
+  const configuration = (kind: string, hooks: readonly Hook[]): KubeObject => ({
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind,
+    metadata: { name: "kube-storage-functions" },
+    webhooks: webhooks(hooks),
+  });
+  return [
+    configuration("MutatingWebhookConfiguration", MUTATING),
+    configuration("ValidatingWebhookConfiguration", VALIDATING),
+  ];
+}
+
+/** Seeds the admission webhooks into the sandbox, failurePolicy Ignore (see above). */
 export function registerAdmissionWebhooks(registry: Registry, url: string, caCertPem: string): void {
-  const ca = Buffer.from(caCertPem).toString("base64");
-  registry.seed({
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "MutatingWebhookConfiguration",
-    metadata: { name: "kube-storage-functions" },
-    webhooks: [
-      webhook(
-        "pvc.mutate.storage.kube-storage-functions.io",
-        `${url}/mutate/persistentvolumeclaims`,
-        ca,
-        "",
-        "persistentvolumeclaims",
-        ["CREATE"],
-      ),
-      webhook(
-        "pv.mutate.storage.kube-storage-functions.io",
-        `${url}/mutate/persistentvolumes`,
-        ca,
-        "",
-        "persistentvolumes",
-        ["CREATE"],
-      ),
-    ],
-  });
-  registry.seed({
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingWebhookConfiguration",
-    metadata: { name: "kube-storage-functions" },
-    webhooks: [
-      webhook(
-        "pvc.validate.storage.kube-storage-functions.io",
-        `${url}/validate/persistentvolumeclaims`,
-        ca,
-        "",
-        "persistentvolumeclaims",
-        ["UPDATE"],
-      ),
-      webhook(
-        "va.validate.storage.kube-storage-functions.io",
-        `${url}/validate/volumeattachments`,
-        ca,
-        "storage.k8s.io",
-        "volumeattachments",
-        ["CREATE"],
-      ),
-    ],
-  });
+  for (const object of admissionWebhookConfigurations(url, caCertPem, "Ignore")) registry.seed(object);
 }

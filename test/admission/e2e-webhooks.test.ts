@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, it } from "node:test";
 import { ApiException, CoreV1Api } from "@kubernetes/client-node";
+import { admissionWebhookConfigurations } from "../../sandbox/admission-webhooks.ts";
 import { generateCertificates } from "../../shared/tls/certificates.ts";
 import { type FunctionProcess, startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
@@ -19,32 +20,6 @@ let sandbox: TestSandbox;
 let admission: FunctionProcess;
 let system: StorageSystem;
 let dir: string;
-
-function webhook(
-  name: string,
-  url: string,
-  caBundle: string,
-  resources: string[],
-  operations: string[],
-  failurePolicy: string,
-) {
-  return {
-    name,
-    clientConfig: { url, caBundle },
-    rules: [
-      {
-        operations,
-        apiGroups: [resources[0] === "volumeattachments" ? "storage.k8s.io" : ""],
-        apiVersions: ["v1"],
-        resources,
-      },
-    ],
-    sideEffects: "None",
-    admissionReviewVersions: ["v1"],
-    failurePolicy,
-    timeoutSeconds: 5,
-  };
-}
 
 before(async () => {
   sandbox = await startTestSandbox();
@@ -64,46 +39,9 @@ before(async () => {
     PROVISIONER_DRIVERS: driverName,
   });
   assert.match(admission.url, /^https:\/\//);
-  const ca = Buffer.from(certs.caCert).toString("base64");
+  // failurePolicy Fail: a webhook that cannot be reached must fail the request here.
   await sandbox.admin.seed([
-    {
-      apiVersion: "admissionregistration.k8s.io/v1",
-      kind: "MutatingWebhookConfiguration",
-      metadata: { name: "kube-storage-functions" },
-      webhooks: [
-        webhook(
-          "pvc.mutate.storage.kube-storage-functions.io",
-          `${admission.url}/mutate/persistentvolumeclaims`,
-          ca,
-          ["persistentvolumeclaims"],
-          ["CREATE"],
-          "Fail",
-        ),
-        webhook(
-          "pv.mutate.storage.kube-storage-functions.io",
-          `${admission.url}/mutate/persistentvolumes`,
-          ca,
-          ["persistentvolumes"],
-          ["CREATE"],
-          "Fail",
-        ),
-      ],
-    },
-    {
-      apiVersion: "admissionregistration.k8s.io/v1",
-      kind: "ValidatingWebhookConfiguration",
-      metadata: { name: "kube-storage-functions" },
-      webhooks: [
-        webhook(
-          "pvc.validate.storage.kube-storage-functions.io",
-          `${admission.url}/validate/persistentvolumeclaims`,
-          ca,
-          ["persistentvolumeclaims"],
-          ["UPDATE"],
-          "Fail",
-        ),
-      ],
-    },
+    ...admissionWebhookConfigurations(admission.url, certs.caCert, "Fail"),
     {
       apiVersion: "storage.k8s.io/v1",
       kind: "StorageClass",
