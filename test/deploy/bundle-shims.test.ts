@@ -22,8 +22,42 @@ import { asciiOnly, bundleOptions } from "../../scripts/build-lambda.ts";
 import { generateCertificates } from "../../shared/tls/certificates.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
-const ENTRY = join(FIXTURES, "undici-shim-entry.mjs");
 const run = promisify(execFile);
+
+interface FixtureRun {
+  /** The bundle's text. */
+  text: string;
+  /** What the bundle printed (JSON). */
+  bundled: unknown;
+  /** What the fixture printed run as it is (JSON). */
+  unbundled: unknown;
+}
+
+/**
+ * Bundles test/deploy/fixtures/<fixture> with the functions' options, checks
+ * that each of `shims` stands in, then runs it bundled and as it is (each
+ * prints one JSON document), with `args`.
+ */
+async function runFixture(
+  fixture: string,
+  shims: readonly string[],
+  args: string[] = [],
+): Promise<FixtureRun> {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-shim-fixture-"));
+  try {
+    const entry = join(FIXTURES, fixture);
+    const outfile = join(dir, "entry.mjs");
+    await build(bundleOptions(entry, outfile));
+    const text = await readFile(outfile, "utf8");
+    for (const shim of shims) assert.ok(text.includes(`scripts/bundle-shims/${shim}`), `${shim} stands in`);
+    const [bundled, unbundled] = await Promise.all(
+      [outfile, entry].map(async (file) => JSON.parse((await run(process.execPath, [file, ...args])).stdout)),
+    );
+    return { text, bundled, unbundled };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
 test("bundled undici: request on an agent and on the global dispatcher, fetch, and HTTP/2 on first use, reach the servers", async () => {
   const dir = await mkdtemp(join(tmpdir(), "ksf-undici-shim-"));
@@ -41,22 +75,17 @@ test("bundled undici: request on an agent and on the global dispatcher, fetch, a
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   await new Promise<void>((resolve) => h2.listen(0, "127.0.0.1", resolve));
   try {
-    const outfile = join(dir, "entry.mjs");
     const caFile = join(dir, "ca.pem");
     await writeFile(caFile, certs.caCert);
-    await build(bundleOptions(ENTRY, outfile));
-    const bundled = await readFile(outfile, "utf8");
-    assert.ok(bundled.includes("scripts/bundle-shims/undici.mjs"), "the shim stands in for undici");
-    assert.ok(!bundled.includes("node_modules/undici/index.js"), "undici's index is left out");
     const { port } = server.address() as AddressInfo;
     const { port: h2Port } = h2.address() as AddressInfo;
-    const { stdout } = await run(process.execPath, [
-      outfile,
-      `http://127.0.0.1:${port}`,
-      `https://127.0.0.1:${h2Port}`,
-      caFile,
-    ]);
-    assert.deepEqual(JSON.parse(stdout), {
+    const { text, bundled, unbundled } = await runFixture(
+      "undici-shim-entry.mjs",
+      ["undici.mjs"],
+      [`http://127.0.0.1:${port}`, `https://127.0.0.1:${h2Port}`, caFile],
+    );
+    assert.ok(!text.includes("node_modules/undici/index.js"), "undici's index is left out");
+    assert.deepEqual(bundled, {
       viaAgent: [200, "GET /a?x=1"],
       viaGlobal: [200, "POST /b hi"],
       fetched: [200, "GET /c"],
@@ -65,6 +94,8 @@ test("bundled undici: request on an agent and on the global dispatcher, fetch, a
       http2LoadedByHttp1: false,
       viaH2: [200, "h2 2.0 GET /d"],
     });
+    // The real undici loads its HTTP/2 half at once; everything else is the same.
+    assert.deepEqual(unbundled, { ...(bundled as object), http2LoadedByHttp1: true });
   } finally {
     server.close();
     h2.close();
@@ -73,125 +104,78 @@ test("bundled undici: request on an agent and on the global dispatcher, fetch, a
 });
 
 test("bundled mime-types: express sends the Content-Types it sends with the real module", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "ksf-mime-shim-"));
-  try {
-    const entry = join(FIXTURES, "express-content-types.mjs");
-    const outfile = join(dir, "entry.mjs");
-    await build(bundleOptions(entry, outfile));
-    const bundled = await readFile(outfile, "utf8");
-    assert.ok(bundled.includes("scripts/bundle-shims/mime-types.mjs"), "the shim stands in for mime-types");
-    const real = JSON.parse((await run(process.execPath, [entry])).stdout) as Record<
-      string,
-      [string, string]
-    >;
-    const shimmed = JSON.parse((await run(process.execPath, [outfile])).stdout) as Record<
-      string,
-      [string, string]
-    >;
-    assert.deepEqual(shimmed, real);
-    assert.deepEqual(real["/json"], ["application/json; charset=utf-8", '{"ok":true}']);
-    assert.equal(
-      real["/html"]?.[0],
-      "text/html; charset=utf-8",
-      "a lookup by extension reaches the real tables",
-    );
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const { bundled, unbundled } = await runFixture("express-content-types.mjs", ["mime-types.mjs"]);
+  assert.deepEqual(bundled, unbundled);
+  const real = unbundled as Record<string, [string, string]>;
+  assert.deepEqual(real["/json"], ["application/json; charset=utf-8", '{"ok":true}']);
+  assert.equal(
+    real["/html"]?.[0],
+    "text/html; charset=utf-8",
+    "a lookup by extension reaches the real tables",
+  );
 });
 
 test("bundled ListWatch: lists, then watches with its resourceVersion and selectors, without the model classes", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "ksf-listwatch-shim-"));
-  try {
-    const outfile = join(dir, "entry.mjs");
-    await build(bundleOptions(join(FIXTURES, "list-watch-entry.mjs"), outfile));
-    const bundled = await readFile(outfile, "utf8");
-    assert.ok(bundled.includes("scripts/bundle-shims/client-node-serializer.mjs"), "the shim stands in");
-    assert.ok(!bundled.includes("gen/models/ObjectSerializer.js"), "no generated model classes");
-    const { stdout } = await run(process.execPath, [outfile]);
-    const real = await run(process.execPath, [join(FIXTURES, "list-watch-entry.mjs")]);
-    assert.deepEqual(JSON.parse(stdout), JSON.parse(real.stdout), "as with client-node's own serializer");
-    assert.deepEqual(JSON.parse(stdout), [
-      {
-        path: "/api/v1/persistentvolumes",
-        queryParams: { resourceVersion: "42", labelSelector: "app=db", fieldSelector: "spec.x=y" },
-      },
-    ]);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const { text, bundled, unbundled } = await runFixture("list-watch-entry.mjs", [
+    "client-node-serializer.mjs",
+  ]);
+  assert.ok(!text.includes("gen/models/ObjectSerializer.js"), "no generated model classes");
+  assert.deepEqual(bundled, unbundled, "as with client-node's own serializer");
+  assert.deepEqual(bundled, [
+    {
+      path: "/api/v1/persistentvolumes",
+      queryParams: { resourceVersion: "42", labelSelector: "app=db", fieldSelector: "spec.x=y" },
+    },
+  ]);
 });
 
 test("bundled socks, socks-proxy-agent and @opentelemetry/api: loaded on first use, used as the real packages", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "ksf-lazy-shims-"));
-  try {
-    const entry = join(FIXTURES, "lazy-packages-entry.mjs");
-    const outfile = join(dir, "entry.mjs");
-    await build(bundleOptions(entry, outfile));
-    const bundled = await readFile(outfile, "utf8");
-    for (const shim of ["socks.mjs", "socks-proxy-agent.mjs", "opentelemetry-api.mjs"])
-      assert.ok(bundled.includes(`scripts/bundle-shims/${shim}`), `${shim} stands in`);
-    const real = JSON.parse((await run(process.execPath, [entry])).stdout) as object;
-    const shimmed = JSON.parse((await run(process.execPath, [outfile])).stdout) as object;
-    assert.deepEqual(shimmed, real);
-    assert.deepEqual(
-      { ...real, socksError: typeof (real as { socksError: unknown }).socksError },
-      {
-        agent: "SocksProxyAgent",
-        proxy: { host: "127.0.0.1", port: 1080, type: 5 },
-        keepAlive: true,
-        span: null,
-        socksError: "string",
-      },
-    );
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const { bundled, unbundled } = await runFixture("lazy-packages-entry.mjs", [
+    "socks.mjs",
+    "socks-proxy-agent.mjs",
+    "opentelemetry-api.mjs",
+  ]);
+  assert.deepEqual(bundled, unbundled);
+  const real = unbundled as { socksError: unknown };
+  assert.deepEqual(
+    { ...real, socksError: typeof real.socksError },
+    {
+      agent: "SocksProxyAgent",
+      proxy: { host: "127.0.0.1", port: 1080, type: 5 },
+      keepAlive: true,
+      span: null,
+      socksError: "string",
+    },
+  );
 });
 
 test("bundled body-parser and qs: express's parsers and extended query parser work as with the real packages", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "ksf-body-parser-shim-"));
-  try {
-    const entry = join(FIXTURES, "express-body-parsers-entry.mjs");
-    const outfile = join(dir, "entry.mjs");
-    await build(bundleOptions(entry, outfile));
-    const bundled = await readFile(outfile, "utf8");
-    for (const shim of ["body-parser.mjs", "qs.mjs"])
-      assert.ok(bundled.includes(`scripts/bundle-shims/${shim}`), `${shim} stands in`);
-    const real = JSON.parse((await run(process.execPath, [entry])).stdout) as object;
-    const shimmed = JSON.parse((await run(process.execPath, [outfile])).stdout) as object;
-    assert.deepEqual(shimmed, real);
-    assert.deepEqual(real, {
-      json: [200, { body: { x: [1, 2] }, query: { a: { b: "1" }, c: "2" } }],
-      form: [200, { body: { a: { b: ["c", "d"] } } }],
-      text: [200, { body: "hello" }],
-      raw: [200, { bytes: 5 }],
-      badJson: 400,
-    });
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const { bundled, unbundled } = await runFixture("express-body-parsers-entry.mjs", [
+    "body-parser.mjs",
+    "qs.mjs",
+  ]);
+  assert.deepEqual(bundled, unbundled);
+  assert.deepEqual(unbundled, {
+    json: [200, { body: { x: [1, 2] }, query: { a: { b: "1" }, c: "2" } }],
+    form: [200, { body: { a: { b: ["c", "d"] } } }],
+    text: [200, { body: "hello" }],
+    raw: [200, { bytes: 5 }],
+    badJson: 400,
+  });
 });
 
 test("bundled built-in imports work as ES imports do, without the module facade that loads Node's undici", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "ksf-builtins-"));
-  try {
-    const entry = join(FIXTURES, "builtin-imports-entry.mjs");
-    const outfile = join(dir, "entry.mjs");
-    await build(bundleOptions(entry, outfile));
-    const unbundled = JSON.parse((await run(process.execPath, [entry])).stdout);
-    const bundled = JSON.parse((await run(process.execPath, [outfile])).stdout);
-    // The facade of node:http reads its lazy WebSocket export: that is the cost avoided.
-    assert.equal(unbundled.undiciLoaded, true, "an ES import of node:http loads Node's undici");
-    assert.equal(bundled.undiciLoaded, false, "the bundle's require of node:http does not");
-    assert.deepEqual({ ...bundled, undiciLoaded: true }, unbundled);
-    assert.deepEqual(
-      { answer: bundled.answer, notFound: bundled.notFound, formatted: bundled.formatted },
-      { answer: "200 pong", notFound: "Not Found", formatted: "a=1" },
-    );
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const result = await runFixture("builtin-imports-entry.mjs", []);
+  const bundled = result.bundled as Record<string, unknown>;
+  const unbundled = result.unbundled as Record<string, unknown>;
+  // The facade of node:http reads its lazy WebSocket export: that is the cost avoided.
+  assert.equal(unbundled.undiciLoaded, true, "an ES import of node:http loads Node's undici");
+  assert.equal(bundled.undiciLoaded, false, "the bundle's require of node:http does not");
+  assert.deepEqual({ ...bundled, undiciLoaded: true }, unbundled);
+  assert.deepEqual(
+    { answer: bundled.answer, notFound: bundled.notFound, formatted: bundled.formatted },
+    { answer: "200 pong", notFound: "Not Found", formatted: "a=1" },
+  );
 });
 
 test("in the function bundles, the lazily loaded packages are imported only where their shims expect", async () => {
