@@ -3,12 +3,10 @@
 // .text and .urlencoded, which our functions never call (they read bodies
 // with shared/http/read-body.ts). Loading it pulled in raw-body, iconv-lite
 // and qs, several ms of each cold start; it is now loaded on first use.
-let loaded;
+import { onFirstUse } from "./on-first-use.mjs";
+
 // Resolved by the bundler to the real package (this file is the importer).
-const real = () => {
-  loaded ??= require("body-parser");
-  return loaded;
-};
+const real = onFirstUse(() => require("body-parser"));
 
 export const json = (...args) => real().json(...args);
 export const raw = (...args) => real().raw(...args);

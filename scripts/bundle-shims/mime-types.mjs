@@ -7,12 +7,10 @@
 // is, and mime-db gives JSON UTF-8. Express, accepts, type-is and send call
 // contentType and lookup only. test/deploy/bundle-shims.test.ts holds the
 // answers to the real module's.
-let loaded;
+import { onFirstUse } from "./on-first-use.mjs";
+
 // A CommonJS require of the real file, which esbuild bundles and evaluates on first call.
-const real = () => {
-  loaded ??= require("mime-types/index.js");
-  return loaded;
-};
+const real = onFirstUse(() => require("mime-types/index.js"));
 
 export function contentType(str) {
   if (typeof str === "string" && str.includes("/") && str.includes("charset")) return str;

@@ -4,12 +4,10 @@
 // we never do). Loading the API cost ~2.5 ms of each cold start; it is now
 // loaded on that first use. test/deploy/bundle-shims.test.ts checks that
 // nothing else in the bundles imports it.
-let loaded;
+import { onFirstUse } from "./on-first-use.mjs";
+
 // Resolved by the bundler to the real package (this file is the importer).
-const real = () => {
-  loaded ??= require("@opentelemetry/api");
-  return loaded;
-};
+const real = onFirstUse(() => require("@opentelemetry/api"));
 
 export const trace = { getSpan: (context) => real().trace.getSpan(context) };
 export const context = { active: () => real().context.active() };

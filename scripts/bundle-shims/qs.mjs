@@ -3,12 +3,10 @@
 // functions do not select (express 5's default is node:querystring). Loading
 // it, with side-channel and get-intrinsic, cost a few ms of each cold start;
 // it is now loaded on the first parse or stringify.
-let loaded;
+import { onFirstUse } from "./on-first-use.mjs";
+
 // Resolved by the bundler to the real package (this file is the importer).
-const real = () => {
-  loaded ??= require("qs");
-  return loaded;
-};
+const real = onFirstUse(() => require("qs"));
 
 export const parse = (...args) => real().parse(...args);
 export const stringify = (...args) => real().stringify(...args);

@@ -3,12 +3,10 @@
 // socks:// proxyUrl, not at every start. Loading it (socks, ip-address, debug)
 // cost ~6 ms of each cold start, for a setting few clusters use. The real
 // class is constructed and returned, so the caller holds a real agent.
-let loaded;
+import { onFirstUse } from "./on-first-use.mjs";
+
 // Resolved by the bundler to the real package (this file is the importer).
-const real = () => {
-  loaded ??= require("socks-proxy-agent");
-  return loaded;
-};
+const real = onFirstUse(() => require("socks-proxy-agent"));
 
 export class SocksProxyAgent {
   constructor(...args) {

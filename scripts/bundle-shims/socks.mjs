@@ -3,12 +3,10 @@
 // with a socks:// proxyUrl, and so does socks-proxy-agent; both only call
 // SocksClient.createConnection. Loading socks (with ip-address) cost ~6 ms of
 // each cold start; it is now loaded on that first call.
-let loaded;
+import { onFirstUse } from "./on-first-use.mjs";
+
 // Resolved by the bundler to the real package (this file is the importer).
-const real = () => {
-  loaded ??= require("socks");
-  return loaded;
-};
+const real = onFirstUse(() => require("socks"));
 
 export const SocksClient = {
   createConnection: (...args) => real().SocksClient.createConnection(...args),
