@@ -3,7 +3,8 @@
 // at creation, validating claim updates and VolumeAttachment creation. `npm
 // start` and the benches seed them into the sandbox API server with
 // failurePolicy Ignore (the sandbox is a demo, and a webhook hiccup should
-// not block it; the API server's own rules still apply); the end-to-end
+// not block it; the API server's own rules still apply, and the sandbox
+// counts each ignored failure, which the benches report); the end-to-end
 // webhook test seeds them with Fail.
 import type { KubeObject } from "../shared/kube/types.ts";
 import type { Registry } from "./apiserver/registry.ts";
