@@ -62,7 +62,14 @@ function provisionerFor(claim: PersistentVolumeClaim, cls: StorageClass | undefi
 }
 
 export function mutateClaimOnCreate(input: ClaimMutationInput): ClaimMutation {
-  const claim = structuredClone(input.claim);
+  // Only metadata and spec are changed, each by replacing a member: copies of
+  // those two levels leave the input untouched, share the rest, and let the
+  // patch diff skip every subtree the two still share.
+  const claim: PersistentVolumeClaim = {
+    ...input.claim,
+    metadata: { ...input.claim.metadata },
+    spec: { ...input.claim.spec },
+  };
   const applied: string[] = [];
 
   if (addFinalizer(claim, pvcProtectionFinalizer)) applied.push(`finalizer ${pvcProtectionFinalizer}`);

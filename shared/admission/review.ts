@@ -231,12 +231,15 @@ export function deny(
   return withWarnings({ uid: request.uid, allowed: false, status }, warnings);
 }
 
-/** The JSON Patch that turns `original` into `mutated` (both plain JSON). */
+/**
+ * The JSON Patch that turns `original` into `mutated`. Both are plain JSON
+ * (the review's object and a copy the hooks changed member by member), so
+ * they are compared as they are: compare() skips subtrees the two share and
+ * clones only the values it adds. A member set to undefined counts as absent,
+ * as it would in JSON.
+ */
 export function jsonPatchOf(original: object, mutated: object): JsonPatchOperation[] {
-  // A JSON round trip drops `undefined` members, which compare() would otherwise turn into odd ops.
-  const before = JSON.parse(JSON.stringify(original)) as object;
-  const after = JSON.parse(JSON.stringify(mutated)) as object;
-  return jsonpatch.compare(before, after);
+  return jsonpatch.compare(original, mutated);
 }
 
 /** Admit with the changes from `original` to `mutated`; no patch fields at all when nothing changed. */

@@ -201,6 +201,21 @@ describe("responses", () => {
     assert.ok(patchOps(response).every((op) => op.op === "add"));
   });
 
+  test("a member set to undefined counts as absent", () => {
+    const original = claim("data");
+    original.metadata.annotations = { keep: "1", drop: "2" };
+    const mutated = {
+      ...original,
+      metadata: { ...original.metadata, annotations: { keep: "1", drop: undefined }, labels: undefined },
+      spec: { ...original.spec, volumeName: "pv-1" },
+    };
+    const ops = patchOps(admitWithChanges(request, original, mutated));
+    assert.deepEqual(ops, [
+      { op: "add", path: "/spec/volumeName", value: "pv-1" },
+      { op: "remove", path: "/metadata/annotations/drop" },
+    ]);
+  });
+
   test("the review wrapper", () => {
     assert.deepEqual(reviewResponse(allow(request)), {
       apiVersion: "admission.k8s.io/v1",
