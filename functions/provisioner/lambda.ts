@@ -5,4 +5,8 @@
 import { lambdaHandler } from "../lambda-adapter.ts";
 import { build } from "./main.ts";
 
-export const handler = lambdaHandler("provisioner", async () => (await build()).app);
+// No watched Node copies: a frozen Lambda cannot keep a watch open.
+export const handler = lambdaHandler(
+  "provisioner",
+  async () => (await build({ ...process.env, PROVISIONER_TOPOLOGY_CACHE: "false" })).app,
+);

@@ -2,7 +2,7 @@
 // the container command. Configuration (README): KUBECONFIG, CSI_ENDPOINT,
 // DRIVER_NAME, CSI_TIMEOUT_SECONDS, VOLUME_NAME_PREFIX, VOLUME_NAME_UUID_LENGTH,
 // DEFAULT_FSTYPE, EXTRA_CREATE_METADATA, STRICT_TOPOLOGY, IMMEDIATE_TOPOLOGY,
-// PROVISIONER_IDENTITY, PORT, LOG_LEVEL.
+// PROVISIONER_IDENTITY, PROVISIONER_TOPOLOGY_CACHE, PORT, LOG_LEVEL.
 import { booleanFromEnv, integerFromEnv } from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
@@ -11,6 +11,7 @@ import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { createLogger } from "../../shared/log.ts";
 import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
+import { lazyTopologyCopies } from "../../shared/provisioner/runtime/topology-copies.ts";
 import { type BuiltFunction, serveBuilt } from "../built-function.ts";
 import { createProvisionerApp } from "./app.ts";
 
@@ -38,7 +39,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "provisioner" });
   // Read before connecting, so a missing kubeconfig fails without a CSI channel to close.
   const kubeConfig = loadKubeConfig(env);
-  const { csi, driverName } = await connectDriver({
+  const { csi, driverName, capabilities } = await connectDriver({
     env,
     defaultTimeoutSeconds,
     require: (capabilities) =>
@@ -51,12 +52,19 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     component: `${driverName}_kube-storage-functions`,
     logger: { warn: (details, message) => logger.warn(details, message) },
   });
+  // A driver with topology needs every Node and CSINode for volumes that may go anywhere; a
+  // process serving many events keeps watched copies of them (see load-request.ts).
+  const topology =
+    capabilities.accessibilityConstraints && booleanFromEnv(env, "PROVISIONER_TOPOLOGY_CACHE", true)
+      ? lazyTopologyCopies({ kubeConfig, json: kube, log: logger })
+      : undefined;
   const controller = new ProvisionerController({
     kube,
     csi,
     events,
     driverName,
     options: provisionerOptionsFromEnv(driverName, env),
+    ...(topology ? { topology: topology.get } : {}),
   });
   const app = createProvisionerApp({ controller, csi, logger });
   return {
@@ -64,6 +72,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     app,
     logger,
     close: async () => {
+      await topology?.stop();
       await kube.close();
       csi.close();
     },

@@ -43,6 +43,8 @@ export interface WatchedStoreOptions<T extends KubeObject> extends ObjectStoreOp
   maxHeapShare?: number;
   /** Estimated heap per object. Default 1536 bytes (a PV measured about 1.3 KiB). */
   bytesPerObject?: number;
+  /** What the copy keeps of each object (its users read no more); default all of it. */
+  keep?: (object: T) => T;
 }
 
 /** How many changes pass between two looks at the copy's size. */
@@ -60,6 +62,7 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
     for (const waiter of waiters) waiter(synced);
     waiters.clear();
   };
+  const keep = options.keep ?? ((object: T) => object);
   const budgetBytes = (options.maxHeapShare ?? 0.5) * getHeapStatistics().heap_size_limit;
   const bytesPerObject = options.bytesPerObject ?? 1536;
   const checkSize = (): void => {
@@ -82,7 +85,7 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
     log: options.log,
     onChange: (action, object) => {
       if (dropped) return;
-      store.apply(action, object as T);
+      store.apply(action, keep(object as T));
       if (++changes % SIZE_CHECK_EVERY === 0) checkSize();
     },
     onListed: (rv) => {

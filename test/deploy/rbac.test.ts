@@ -151,7 +151,7 @@ describe("ClusterRoles", () => {
     });
   }
 
-  it("grants nothing by wildcard, by resource name or on non-resource URLs, and watch only for the binder's PV copy", () => {
+  it("grants nothing by wildcard, by resource name or on non-resource URLs, and watch only for the watched copies", () => {
     for (const role of roles.values()) {
       for (const rule of (field(role, "rules") ?? []) as Rule[]) {
         for (const list of [rule.apiGroups, rule.resources, rule.verbs])
@@ -160,8 +160,12 @@ describe("ClusterRoles", () => {
         assert.equal(rule.nonResourceURLs, undefined);
       }
     }
-    // Functions are handed their events; the one watch is the binder's copy of the PVs, a search hint.
-    const allowedWatches: Record<string, string[]> = { binder: ["core/persistentvolumes:watch"] };
+    // Functions are handed their events; the watches are the binder's copy of the PVs (a search
+    // hint) and the provisioner's copies of the Nodes and CSINodes (topology, as upstream's informers).
+    const allowedWatches: Record<string, string[]> = {
+      binder: ["core/persistentvolumes:watch"],
+      provisioner: ["core/nodes:watch", "storage.k8s.io/csinodes:watch"],
+    };
     for (const name of FUNCTION_NAMES) {
       const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
       assert.deepEqual(

@@ -1,7 +1,9 @@
 // Reads what one CreateVolume request needs (the provisioner Secret, the
 // selected node and CSINodes for topology, the data source objects) and
 // assembles the request with the pure builders. Everything it reads is read
-// fresh; the request is the same on every retry for the same state.
+// fresh, except every Node and CSINode when the process keeps watched copies
+// of them (NodeTopologyCopies); the request is the same on every retry for
+// the same state.
 import type { CsiCapabilities } from "../../csi/capabilities.ts";
 import type { CreateVolumeRequest, TopologyRequirement, VolumeContentSource } from "../../csi/types.ts";
 import { getOptional } from "../../kube/api-errors.ts";
@@ -25,6 +27,7 @@ import type {
   VolumeSnapshot,
   VolumeSnapshotContent,
 } from "../../kube/types.ts";
+import type { WatchedStore } from "../../kube/watched-store.ts";
 import { annSelectedNode } from "../constants.ts";
 import {
   buildCreateVolumeRequest,
@@ -65,22 +68,59 @@ export async function readSecretData(
   return { ok: true, value: decodeSecret(secret) };
 }
 
+/**
+ * Watched copies of every Node and CSINode, the way upstream reads them from
+ * its informers. A volume that may go to any node (Immediate binding, or not
+ * STRICT_TOPOLOGY) takes its topology from every node; listing both kinds for
+ * each claim costs the API server megabytes per claim in a cluster of
+ * thousands of nodes. A copy lags the API by moments, as an informer does: a
+ * node that joins meanwhile counts from the next claim on. The selected node
+ * itself is still read fresh.
+ */
+export interface NodeTopologyCopies {
+  nodes: Pick<WatchedStore<Node>, "store" | "whenSynced">;
+  csiNodes: Pick<WatchedStore<CSINode>, "store" | "whenSynced">;
+}
+
+/** How long after the copies started a claim still waits for their first lists rather than listing itself. */
+const FIRST_SYNC_WINDOW_MS = 2000;
+
+async function listNodesAndCsiNodes(
+  kube: KubeJsonClient,
+  copies: NodeTopologyCopies | undefined,
+): Promise<[readonly Node[], readonly CSINode[]]> {
+  // Observed: copies kept (and, within the window, their first lists in): read them.
+  if (
+    copies &&
+    (await Promise.all([
+      copies.nodes.whenSynced(FIRST_SYNC_WINDOW_MS),
+      copies.csiNodes.whenSynced(FIRST_SYNC_WINDOW_MS),
+    ]).then((synced) => synced.every(Boolean)))
+  )
+    return [copies.nodes.store.items(), copies.csiNodes.store.items()];
+  // No copies, or not synced in time, or dropped to spare the heap: list both.
+  return Promise.all([
+    kube.list<Node>(nodes).then((l) => l.items),
+    kube.list<CSINode>(csiNodes).then((l) => l.items),
+  ]);
+}
+
 async function loadAccessibility(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
   storageClass: StorageClass,
   driverName: string,
   options: ProvisionerOptions,
+  copies: NodeTopologyCopies | undefined,
 ): Promise<
   { ok: true; value: TopologyRequirement | undefined } | { ok: false; error: string; reschedule: boolean }
 > {
   const selected = claim.metadata.annotations?.[annSelectedNode];
   const needAll = !selected || !options.strictTopology;
-  const [node, csiNode, allNodes, allCsiNodes] = await Promise.all([
+  const [node, csiNode, [allNodes, allCsiNodes]] = await Promise.all([
     selected ? getOptional(() => kube.get<Node>(nodes, selected)) : Promise.resolve(undefined),
     selected ? getOptional(() => kube.get<CSINode>(csiNodes, selected)) : Promise.resolve(undefined),
-    needAll ? kube.list<Node>(nodes).then((l) => l.items) : Promise.resolve([]),
-    needAll ? kube.list<CSINode>(csiNodes).then((l) => l.items) : Promise.resolve([]),
+    needAll ? listNodesAndCsiNodes(kube, copies) : Promise.resolve<[Node[], CSINode[]]>([[], []]),
   ]);
   return accessibilityRequirements({
     driverName,
@@ -141,6 +181,8 @@ export async function loadCreateVolumeRequest(
     driverName: string;
     options: ProvisionerOptions;
     capabilities: CsiCapabilities;
+    /** The process's copies of every Node and CSINode, started on first use; none: list them. */
+    topology?: (() => NodeTopologyCopies) | undefined;
   },
 ): Promise<RequestOutcome> {
   const { claim, storageClass, pvName, driverName, options, capabilities } = input;
@@ -156,7 +198,7 @@ export async function loadCreateVolumeRequest(
 
   let accessibility: TopologyRequirement | undefined;
   if (capabilities.accessibilityConstraints) {
-    const topo = await loadAccessibility(kube, claim, storageClass, driverName, options);
+    const topo = await loadAccessibility(kube, claim, storageClass, driverName, options, input.topology?.());
     if (!topo.ok)
       return topo.reschedule
         ? { kind: "reschedule", error: topo.error }

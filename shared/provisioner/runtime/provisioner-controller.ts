@@ -43,7 +43,7 @@ import {
 import { decideVolume, isVolumeForDriver, volumeNeedsNothing } from "../decide-volume.ts";
 import type { ProvisionerOptions } from "../options.ts";
 import { volumeNameForClaim } from "../volume-name.ts";
-import { loadCreateVolumeRequest, readSecretData } from "./load-request.ts";
+import { loadCreateVolumeRequest, type NodeTopologyCopies, readSecretData } from "./load-request.ts";
 import { type ProvisionerMetrics, provisionerMetrics } from "./provisioner-metrics.ts";
 import { protectSource, releaseSource } from "./source-protection.ts";
 
@@ -74,6 +74,8 @@ export interface ProvisionerControllerOptions {
   /** Attempts per sync when writes conflict. Default 5. */
   maxAttempts?: number;
   resyncConcurrency?: number;
+  /** Watched copies of every Node and CSINode, started on first use (see load-request.ts); none: list them per claim. */
+  topology?: () => NodeTopologyCopies;
 }
 
 function rfc3339(d: Date): string {
@@ -113,6 +115,7 @@ export class ProvisionerController {
   private readonly now: () => Date;
   private readonly maxAttempts: number;
   private readonly resyncConcurrency: number;
+  private readonly topology: (() => NodeTopologyCopies) | undefined;
 
   constructor(o: ProvisionerControllerOptions) {
     this.kube = o.kube;
@@ -124,6 +127,7 @@ export class ProvisionerController {
     this.now = o.now ?? (() => new Date());
     this.maxAttempts = o.maxAttempts ?? 5;
     this.resyncConcurrency = o.resyncConcurrency ?? 8;
+    this.topology = o.topology;
   }
 
   async handleEvent(e: ProvisionerEvent): Promise<ProvisionerReport[]> {
@@ -237,6 +241,7 @@ export class ProvisionerController {
       driverName: this.driverName,
       options: this.options,
       capabilities,
+      topology: this.topology,
     });
     if (built.kind === "populator") {
       await this.events.event(claim, "Normal", built.event.reason, built.event.message);
@@ -482,6 +487,7 @@ export class ProvisionerController {
       driverName: this.driverName,
       options: this.options,
       capabilities: await this.csi.capabilities(),
+      topology: this.topology,
     });
     if (built.kind !== "ready") {
       const text = `cannot clean up a possible volume ${pvName}: ${"error" in built ? built.error : built.reason}`;

@@ -1,0 +1,85 @@
+// The provisioner's watched copies of every Node and CSINode (see
+// NodeTopologyCopies in load-request.ts for what they are read for). Each
+// keeps only what topology reads: a Node's labels, not its image list and
+// conditions (5-20 KiB a node), so a copy of a few thousand nodes stays a
+// few MiB. Started by the first claim that needs them, so a process that
+// never provisions a topology-aware volume watches nothing.
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { csiNodes, nodes, type ResourceDescriptor } from "../../kube/resources.ts";
+import type { CSINode, KubeObject, Node } from "../../kube/types.ts";
+import { startWatchedStore, type WatchedStore } from "../../kube/watched-store.ts";
+import type { Logger } from "../../log.ts";
+import type { NodeTopologyCopies } from "./load-request.ts";
+
+/** What a copy keeps of any object: identity and the revision the store orders changes by. */
+function identityOf(object: KubeObject): KubeObject {
+  const { name, namespace, uid, resourceVersion } = object.metadata;
+  return {
+    apiVersion: object.apiVersion,
+    kind: object.kind,
+    metadata: {
+      name,
+      ...(namespace !== undefined ? { namespace } : {}),
+      ...(uid !== undefined ? { uid } : {}),
+      ...(resourceVersion !== undefined ? { resourceVersion } : {}),
+    },
+  };
+}
+
+/** A Node as topology reads it: its labels. */
+export function nodeLabelsOnly(node: Node): Node {
+  const kept = identityOf(node);
+  const labels = node.metadata.labels;
+  return labels === undefined ? kept : { ...kept, metadata: { ...kept.metadata, labels } };
+}
+
+/** A CSINode as topology reads it: each driver's name, node ID and topology keys. */
+export function csiNodeDriversOnly(csiNode: CSINode): CSINode {
+  return {
+    ...identityOf(csiNode),
+    spec: {
+      drivers: (csiNode.spec?.drivers ?? []).map(({ name, nodeID, topologyKeys }) => ({
+        name,
+        nodeID,
+        ...(topologyKeys !== undefined ? { topologyKeys } : {}),
+      })),
+    },
+  };
+}
+
+export interface TopologyCopiesOptions {
+  kubeConfig: KubeConfig;
+  json: KubeJsonClient;
+  log: Logger;
+}
+
+/** `get` starts both copies on its first call and returns the same ones after; `stop` ends them if started. */
+export function lazyTopologyCopies(options: TopologyCopiesOptions): {
+  get: () => NodeTopologyCopies;
+  stop: () => Promise<void>;
+} {
+  const copyOf = <T extends KubeObject>(
+    resource: ResourceDescriptor,
+    keep: (object: T) => T,
+  ): WatchedStore<T> =>
+    startWatchedStore<T>({
+      kubeConfig: options.kubeConfig,
+      json: options.json,
+      resource,
+      log: options.log.child({ cache: resource.plural }),
+      keep,
+      // What is kept measures well under this: names, labels, a few short strings.
+      bytesPerObject: 1024,
+    });
+  let started: { nodes: WatchedStore<Node>; csiNodes: WatchedStore<CSINode> } | undefined;
+  return {
+    get: () => {
+      started ??= { nodes: copyOf(nodes, nodeLabelsOnly), csiNodes: copyOf(csiNodes, csiNodeDriversOnly) };
+      return started;
+    },
+    stop: async () => {
+      await Promise.all([started?.nodes.stop(), started?.csiNodes.stop()]);
+    },
+  };
+}
