@@ -6,7 +6,7 @@
 // never provisions a topology-aware volume watches nothing.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { csiNodes, nodes, type ResourceDescriptor } from "../../kube/resources.ts";
+import { csiNodes, nodes } from "../../kube/resources.ts";
 import type { CSINode, KubeObject, Node } from "../../kube/types.ts";
 import { startWatchedStore, type WatchedStore } from "../../kube/watched-store.ts";
 import type { Logger } from "../../log.ts";
@@ -59,23 +59,30 @@ export function lazyTopologyCopies(options: TopologyCopiesOptions): {
   get: () => NodeTopologyCopies;
   stop: () => Promise<void>;
 } {
-  const copyOf = <T extends KubeObject>(
-    resource: ResourceDescriptor,
-    keep: (object: T) => T,
-  ): WatchedStore<T> =>
-    startWatchedStore<T>({
-      kubeConfig: options.kubeConfig,
-      json: options.json,
-      resource,
-      log: options.log.child({ cache: resource.plural }),
-      keep,
-      // What is kept measures well under this: names, labels, a few short strings.
-      bytesPerObject: 1024,
-    });
+  // Two calls spelled out rather than one helper taking the resource: the RBAC
+  // test reads each watch's resource off the call (test/deploy/rbac.test.ts).
+  // What is kept measures well under bytesPerObject: names, labels, short strings.
   let started: { nodes: WatchedStore<Node>; csiNodes: WatchedStore<CSINode> } | undefined;
   return {
     get: () => {
-      started ??= { nodes: copyOf(nodes, nodeLabelsOnly), csiNodes: copyOf(csiNodes, csiNodeDriversOnly) };
+      started ??= {
+        nodes: startWatchedStore<Node>({
+          kubeConfig: options.kubeConfig,
+          json: options.json,
+          resource: nodes,
+          log: options.log.child({ cache: "nodes" }),
+          keep: nodeLabelsOnly,
+          bytesPerObject: 1024,
+        }),
+        csiNodes: startWatchedStore<CSINode>({
+          kubeConfig: options.kubeConfig,
+          json: options.json,
+          resource: csiNodes,
+          log: options.log.child({ cache: "csinodes" }),
+          keep: csiNodeDriversOnly,
+          bytesPerObject: 1024,
+        }),
+      };
       return started;
     },
     stop: async () => {
