@@ -6,10 +6,20 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { CsiClient } from "../../shared/csi/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import type { CSINode, Node, PersistentVolumeClaim, StorageClass } from "../../shared/kube/types.ts";
+import { ObjectStore } from "../../shared/kube/object-store.ts";
+import type {
+  CSINode,
+  KubeObject,
+  Node,
+  PersistentVolumeClaim,
+  StorageClass,
+} from "../../shared/kube/types.ts";
 import { createLogger } from "../../shared/log.ts";
 import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
-import { loadCreateVolumeRequest } from "../../shared/provisioner/runtime/load-request.ts";
+import {
+  loadCreateVolumeRequest,
+  type NodeTopologyCopies,
+} from "../../shared/provisioner/runtime/load-request.ts";
 import {
   csiNodeDriversOnly,
   lazyTopologyCopies,
@@ -144,6 +154,22 @@ describe("CreateVolume topology from the copies, over the sandbox", () => {
     assert.deepEqual(await requisiteOf("a", current.get), listed);
     assert.equal(await listsOfNodes(), before, "no list of nodes or CSINodes once the copies are in");
     assert.equal(current.get(), current.get(), "started once");
+  });
+
+  it("copies that are not synced (first list failing, or dropped) are not read: both kinds are listed", async () => {
+    // Empty stores: read, they would say "no nodes at all".
+    const unsynced = <T extends KubeObject>() => ({
+      synced: false,
+      whenSynced: async () => false,
+      store: new ObjectStore<T>(),
+    });
+    const copies: NodeTopologyCopies = { nodes: unsynced<Node>(), csiNodes: unsynced<CSINode>() };
+    const before = await listsOfNodes();
+    const fromLists = await requisiteOf("a");
+    const withCopies = await requisiteOf("a", () => copies);
+    assert.deepEqual(withCopies, fromLists);
+    assert.ok(withCopies?.requisite?.length);
+    assert.equal(await listsOfNodes(), before + 4, "each request listed both kinds");
   });
 
   it("a node that joins reaches the next claim's topology", async () => {

@@ -78,8 +78,8 @@ export async function readSecretData(
  * itself is still read fresh.
  */
 export interface NodeTopologyCopies {
-  nodes: Pick<WatchedStore<Node>, "store" | "whenSynced">;
-  csiNodes: Pick<WatchedStore<CSINode>, "store" | "whenSynced">;
+  nodes: Pick<WatchedStore<Node>, "store" | "synced" | "whenSynced">;
+  csiNodes: Pick<WatchedStore<CSINode>, "store" | "synced" | "whenSynced">;
 }
 
 /** How long after the copies started a claim still waits for their first lists rather than listing itself. */
@@ -89,13 +89,16 @@ async function listNodesAndCsiNodes(
   kube: KubeJsonClient,
   copies: NodeTopologyCopies | undefined,
 ): Promise<[readonly Node[], readonly CSINode[]]> {
-  // Observed: copies kept (and, within the window, their first lists in): read them.
+  // Observed: copies kept (and, within the window, their first lists in): read them. Synced is
+  // asked again in the turn that reads: a copy dropped meanwhile is empty, not "no nodes".
   if (
     copies &&
     (await Promise.all([
       copies.nodes.whenSynced(FIRST_SYNC_WINDOW_MS),
       copies.csiNodes.whenSynced(FIRST_SYNC_WINDOW_MS),
-    ]).then((synced) => synced.every(Boolean)))
+    ])) &&
+    copies.nodes.synced &&
+    copies.csiNodes.synced
   )
     return [copies.nodes.store.items(), copies.csiNodes.store.items()];
   // No copies, or not synced in time, or dropped to spare the heap: list both.
