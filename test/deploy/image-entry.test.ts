@@ -3,12 +3,13 @@
 // bundles must work without node_modules beside them, so they are built into
 // a temporary directory and run from there.
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { FUNCTION_PROCESS_ENV } from "../../functions/node-options.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../../scripts/build-functions.ts";
+import { primeCompileCache } from "../../scripts/prime-compile-cache.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 
@@ -55,4 +56,53 @@ describe("image entry: bundled serve.mjs", () => {
       }
     });
   }
+});
+
+describe("image entry: the compile cache primed at build time", () => {
+  it("has an entry for serve.mjs and each bundle, which the served function compiles from without writing", async () => {
+    const cache = join(dir, "compile-cache");
+    const primed = await primeCompileCache(dir, cache);
+    assert.deepEqual(
+      primed.map((f) => f.slice(dir.length + 1)),
+      [SERVE_BUNDLE, "binder/index.mjs", "provisioner/index.mjs"],
+    );
+    // One directory per Node version and user id, holding an entry per module compiled.
+    const [versioned, ...others] = await readdir(cache);
+    assert.ok(versioned, "a cache for this node and user");
+    assert.deepEqual(others, []);
+    assert.ok(versioned.endsWith(`-${process.getuid?.() ?? 0}`), versioned);
+    const entries = await readdir(join(cache, versioned));
+    assert.ok(entries.length >= primed.length, `${entries.length} entries`);
+    const snapshot = async (): Promise<string[]> =>
+      Promise.all(
+        (await readdir(join(cache, versioned))).map(async (e) => {
+          const st = await stat(join(cache, versioned, e));
+          return `${e} ${st.size} ${st.mtimeMs}`;
+        }),
+      );
+    const before = await snapshot();
+    const fn = await startFunctionProcess(
+      "binder",
+      {
+        KUBECONFIG: sandbox.kubeconfigPath,
+        ...FUNCTION_PROCESS_ENV,
+        NODE_COMPILE_CACHE: cache,
+        NODE_DEBUG_NATIVE: "COMPILE_CACHE",
+      },
+      join(dir, SERVE_BUNDLE),
+    );
+    try {
+      assert.equal((await fetch(`${fn.url}/healthz`)).status, 200);
+    } finally {
+      assert.equal(await fn.stop(), 0);
+    }
+    // Nothing to write: the image's read-only root filesystem costs nothing.
+    assert.deepEqual(await snapshot(), before);
+    for (const bundle of [SERVE_BUNDLE, "binder/index.mjs"])
+      assert.match(
+        fn.stderr(),
+        new RegExp(`V8 code cache for ESM \\S+/${bundle.replace(".", "\\.")} was accepted`),
+        `${bundle} compiled from the cache`,
+      );
+  });
 });

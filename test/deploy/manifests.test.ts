@@ -552,6 +552,26 @@ describe("image", () => {
     }
   });
 
+  it("ships Node's compile cache, primed by the user and at the paths that run the bundles", () => {
+    const [build = "", final = ""] = dockerfile.split(/^FROM \$\{NODE_IMAGE\}$/m).slice(-2);
+    const prime = build.indexOf(
+      "RUN node scripts/prime-compile-cache.ts /app/dist/functions /app/compile-cache",
+    );
+    assert.ok(prime > 0, "primed in the build stage");
+    // Node keeps a cache per user id: the priming user is the running one.
+    const primingUser = [...build.slice(0, prime).matchAll(/^USER (\S+)$/gm)].at(-1)?.[1];
+    const runningUser = [...final.matchAll(/^USER (\S+)$/gm)].at(-1)?.[1];
+    assert.equal(primingUser, "1000:1000");
+    assert.equal(primingUser, runningUser);
+    assert.match(final, /^COPY --from=build \/app\/compile-cache \.\/compile-cache$/m);
+    assert.match(final, /^\s+NODE_COMPILE_CACHE=\/app\/compile-cache$/m);
+    assert.match(
+      final,
+      /^WORKDIR \/app$/m,
+      "the bundles run from /app/dist/functions, where they were primed",
+    );
+  });
+
   it("the build context is only what the image needs", () => {
     const lines = dockerignore
       .split("\n")
@@ -565,8 +585,12 @@ describe("image", () => {
       "!scripts/build-functions.ts",
       "!scripts/build-lambda.ts",
       "!scripts/bundle-shims/",
+      "!scripts/prime-compile-cache.ts",
       "!shared/",
     ]);
+    // Every script the build runs is in the context.
+    for (const [, script] of dockerfile.matchAll(/^RUN node (scripts\/\S+)/gm))
+      assert.ok(lines.includes(`!${script}`), `${script} is in the build context`);
   });
 
   it("every file the bundles are built from is in the build context", async () => {
