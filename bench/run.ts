@@ -126,7 +126,23 @@ function summarize(report: BenchReport): SummaryLine[] {
   if (cold) {
     for (const [name, variants] of Object.entries(cold.functions)) {
       for (const [variant, figure] of Object.entries(variants)) {
-        if (figure) add(`coldStart.${name}.${variant} (ms)`, figure);
+        if (!figure) continue;
+        const line = {
+          figure: `coldStart.${name}.${variant} (ms)`,
+          value: figure.value,
+          target: figure.target,
+          met: figure.met,
+        };
+        // The image runs the bundle with its compile cache primed at build time; the others are for comparison.
+        lines.push(
+          variant === "bundleCompileCache"
+            ? line
+            : {
+                ...line,
+                judged: false,
+                note: "for comparison: the image runs the bundle with its primed compile cache",
+              },
+        );
       }
     }
   }
@@ -275,8 +291,9 @@ export function paramsFromArgs(args: string[]): BenchParams {
 if (import.meta.main) {
   try {
     const report = await runBench(paramsFromArgs(process.argv.slice(2)));
+    const judged = report.summary.filter((l) => l.judged !== false);
     progress(
-      `done in ${report.seconds}s: ${report.summary.filter((l) => l.met).length}/${report.summary.length} figures met their targets${report.machine.loadPresent ? ` (other processes used ${report.machine.otherProcessesCpuPercent}% of the machine)` : ""}`,
+      `done in ${report.seconds}s: ${judged.filter((l) => l.met).length}/${judged.length} judged figures met their targets, ${report.summary.length - judged.length} more shown for comparison${report.machine.loadPresent ? ` (other processes used ${report.machine.otherProcessesCpuPercent}% of the machine)` : ""}`,
     );
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     process.exit(0);

@@ -120,10 +120,15 @@ test("every bench module runs with tiny parameters and the report keeps its shap
   const shownOnly = report.summary.filter((l) => l.judged === false);
   assert.deepEqual(
     shownOnly.map((l) => l.figure),
-    ["admissionLatency.autocannon.p99 (ms)", "apiWrites.withoutAdmission.objectWritesPerClaim"],
+    [
+      "coldStart.binder.typescript (ms)",
+      "coldStart.binder.bundle (ms)",
+      "admissionLatency.autocannon.p99 (ms)",
+      "apiWrites.withoutAdmission.objectWritesPerClaim",
+    ],
   );
-  assert.match(shownOnly[0]?.note ?? "", /bare node:http server .* p99 [\d.]+ ms/);
-  assert.match(shownOnly[1]?.note ?? "", /webhook/);
+  assert.match(shownOnly[2]?.note ?? "", /bare node:http server .* p99 [\d.]+ ms/);
+  assert.match(shownOnly[3]?.note ?? "", /webhook/);
   assert.equal(
     report.allMet,
     report.summary.every((l) => l.met || l.judged === false),
