@@ -17,7 +17,7 @@
 //   --rate N               admission requests/s (1000)
 //   --admission-seconds N  measured seconds per load generator (10)
 //   --bind-sizes a,b,c     existing PV counts (100,1000,10000)
-//   --bind-runs N          claims bound per size (5)
+//   --bind-runs N          claims bound per size (15)
 //   --skip a,b             leave out: coldStart, admissionLatency, provisioning, bindLatency
 //   --bundle-dir DIR       where cold start writes bundles (dist/functions)
 //
@@ -58,7 +58,7 @@ export const DEFAULT_PARAMS: BenchParams = {
   admissionSeconds: 10,
   admissionWarmupSeconds: 2,
   bindSizes: [100, 1000, 10_000],
-  bindRuns: 5,
+  bindRuns: 15,
   skip: [],
 };
 
