@@ -1,6 +1,6 @@
 // Entry of the binder function: `FUNCTION=binder npm run serve`, or the
 // container command. Configuration: KUBECONFIG (or the in-cluster service
-// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE.
+// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, STORAGE_CLASS_CACHE.
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
 import { booleanFromEnv } from "../../shared/config.ts";
@@ -8,6 +8,7 @@ import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { persistentVolumes } from "../../shared/kube/resources.ts";
+import { lazyStorageClassCopy } from "../../shared/kube/storage-class-copy.ts";
 import type { PersistentVolume } from "../../shared/kube/types.ts";
 import { startWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
@@ -33,14 +34,23 @@ export async function build(env = process.env): Promise<BuiltFunction> {
         log: logger.child({ cache: "persistentvolumes" }),
       })
     : undefined;
-  const controller = new BinderController({ kube, events, ...(volumeCache ? { volumeCache } : {}) });
+  // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
+  const classCopy = booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)
+    ? lazyStorageClassCopy({ kubeConfig, json: kube, log: logger })
+    : undefined;
+  const controller = new BinderController({
+    kube,
+    events,
+    ...(volumeCache ? { volumeCache } : {}),
+    ...(classCopy ? { storageClasses: classCopy.get } : {}),
+  });
   const app = createBinderApp({ controller, logger });
   return {
     name: "binder",
     app,
     logger,
     close: async () => {
-      await volumeCache?.stop();
+      await Promise.all([volumeCache?.stop(), classCopy?.stop()]);
       await kube.close();
     },
   };

@@ -2,12 +2,14 @@
 // the container command. Configuration (README): KUBECONFIG, CSI_ENDPOINT,
 // DRIVER_NAME, CSI_TIMEOUT_SECONDS, VOLUME_NAME_PREFIX, VOLUME_NAME_UUID_LENGTH,
 // DEFAULT_FSTYPE, EXTRA_CREATE_METADATA, STRICT_TOPOLOGY, IMMEDIATE_TOPOLOGY,
-// PROVISIONER_IDENTITY, PROVISIONER_TOPOLOGY_CACHE, PORT, LOG_LEVEL.
+// PROVISIONER_IDENTITY, PROVISIONER_TOPOLOGY_CACHE, STORAGE_CLASS_CACHE, PORT,
+// LOG_LEVEL.
 import { booleanFromEnv, integerFromEnv } from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { lazyStorageClassCopy } from "../../shared/kube/storage-class-copy.ts";
 import { createLogger } from "../../shared/log.ts";
 import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
@@ -58,6 +60,10 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     capabilities.accessibilityConstraints && booleanFromEnv(env, "PROVISIONER_TOPOLOGY_CACHE", true)
       ? lazyTopologyCopies({ kubeConfig, json: kube, log: logger })
       : undefined;
+  // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
+  const classCopy = booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)
+    ? lazyStorageClassCopy({ kubeConfig, json: kube, log: logger })
+    : undefined;
   const controller = new ProvisionerController({
     kube,
     csi,
@@ -65,6 +71,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     driverName,
     options: provisionerOptionsFromEnv(driverName, env),
     ...(topology ? { topology: topology.get } : {}),
+    ...(classCopy ? { storageClasses: classCopy.get } : {}),
   });
   const app = createProvisionerApp({ controller, csi, logger });
   return {
@@ -72,7 +79,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     app,
     logger,
     close: async () => {
-      await topology?.stop();
+      await Promise.all([topology?.stop(), classCopy?.stop()]);
       await kube.close();
       csi.close();
     },

@@ -161,10 +161,15 @@ describe("ClusterRoles", () => {
       }
     }
     // Functions are handed their events; the watches are the binder's copy of the PVs (a search
-    // hint) and the provisioner's copies of the Nodes and CSINodes (topology, as upstream's informers).
+    // hint), the provisioner's copies of the Nodes and CSINodes (topology, as upstream's informers)
+    // and both one's copy of the StorageClasses (whose specs cannot change).
     const allowedWatches: Record<string, string[]> = {
-      binder: ["core/persistentvolumes:watch"],
-      provisioner: ["core/nodes:watch", "storage.k8s.io/csinodes:watch"],
+      binder: ["core/persistentvolumes:watch", "storage.k8s.io/storageclasses:watch"],
+      provisioner: [
+        "core/nodes:watch",
+        "storage.k8s.io/csinodes:watch",
+        "storage.k8s.io/storageclasses:watch",
+      ],
     };
     for (const name of FUNCTION_NAMES) {
       const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;

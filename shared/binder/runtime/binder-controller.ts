@@ -3,6 +3,7 @@ import { KeyedSerializer } from "../../keyed-serializer.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
+import type { StorageClassCopy } from "../../kube/storage-class-copy.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 import { type ClaimExplanation, explainClaim } from "../explain.ts";
 import type { FollowUp, SyncPlan } from "../plan.ts";
@@ -36,6 +37,8 @@ export interface BinderControllerOptions {
   resyncConcurrency?: number;
   /** A watched copy of the volumes that spares most claim syncs a list of every PV (load-views.ts). */
   volumeCache?: VolumeCache;
+  /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
+  storageClasses?: () => StorageClassCopy;
 }
 
 function rfc3339(d: Date): string {
@@ -50,6 +53,7 @@ export class BinderController {
   private readonly maxFollowUps: number;
   private readonly resyncConcurrency: number;
   private readonly volumeCache: VolumeCache | undefined;
+  private readonly storageClasses: (() => StorageClassCopy) | undefined;
   private readonly serializer = new KeyedSerializer();
 
   constructor(options: BinderControllerOptions) {
@@ -60,6 +64,7 @@ export class BinderController {
     this.maxFollowUps = options.maxFollowUps ?? 4;
     this.resyncConcurrency = options.resyncConcurrency ?? 8;
     this.volumeCache = options.volumeCache;
+    this.storageClasses = options.storageClasses;
   }
 
   /** Handles one claim or volume event; other kinds are not the binder's. */
@@ -147,7 +152,14 @@ export class BinderController {
     return this.retryOnConflict(`claim ${namespace}/${name}`, async () => {
       const claim = await readClaim(this.kube, namespace, name);
       if (!claim) return { plan: undefined, outcome: "claim is gone" };
-      const view = await loadClaimView(this.kube, claim, rfc3339(this.now()), candidate, this.volumeCache);
+      const view = await loadClaimView(
+        this.kube,
+        claim,
+        rfc3339(this.now()),
+        candidate,
+        this.volumeCache,
+        this.storageClasses?.(),
+      );
       return { plan: syncClaim(claim, view) };
     });
   }

@@ -8,7 +8,12 @@
 import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import type { ObjectStore } from "../../kube/object-store.ts";
-import { persistentVolumeClaims, persistentVolumes, pods, storageClasses } from "../../kube/resources.ts";
+import { persistentVolumeClaims, persistentVolumes, pods } from "../../kube/resources.ts";
+import {
+  listStorageClasses,
+  readStorageClass,
+  type StorageClassCopy,
+} from "../../kube/storage-class-copy.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../../kube/types.ts";
 import { annBindCompleted } from "../constants.ts";
 import { findBestMatchForClaim, winsWithoutSearch } from "../find-best-match.ts";
@@ -112,6 +117,7 @@ export async function loadClaimView(
   now: string,
   candidate?: string,
   cache?: VolumeCache,
+  classCopy?: StorageClassCopy,
 ): Promise<ClaimSyncView> {
   const volumeName = claim.spec.volumeName ?? "";
   const matching = !hasAnnotation(claim, annBindCompleted) && volumeName === "";
@@ -125,9 +131,9 @@ export async function loadClaimView(
   // Claims with no class at all may get the default: that needs every class.
   const classesRead: Promise<StorageClass[]> =
     matching && !claimHasClass(claim)
-      ? kube.list<StorageClass>(storageClasses).then((l) => l.items)
+      ? listStorageClasses(kube, classCopy)
       : className && matching
-        ? getOptional(() => kube.get<StorageClass>(storageClasses, className)).then((c) => (c ? [c] : []))
+        ? readStorageClass(kube, className, classCopy).then((c) => (c ? [c] : []))
         : Promise.resolve([]);
   const [volumes, classes] = await Promise.all([volumesRead, classesRead]);
 

@@ -8,12 +8,8 @@ import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { progressEventsDue } from "../../kube/progress-events.ts";
-import {
-  persistentVolumeClaims,
-  persistentVolumes,
-  storageClasses,
-  volumeAttachments,
-} from "../../kube/resources.ts";
+import { persistentVolumeClaims, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
+import { readStorageClass, type StorageClassCopy } from "../../kube/storage-class-copy.ts";
 import type {
   PersistentVolume,
   PersistentVolumeClaim,
@@ -76,6 +72,8 @@ export interface ProvisionerControllerOptions {
   resyncConcurrency?: number;
   /** Watched copies of every Node and CSINode, started on first use (see load-request.ts); none: list them per claim. */
   topology?: () => NodeTopologyCopies;
+  /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
+  storageClasses?: () => StorageClassCopy;
 }
 
 function rfc3339(d: Date): string {
@@ -116,6 +114,7 @@ export class ProvisionerController {
   private readonly maxAttempts: number;
   private readonly resyncConcurrency: number;
   private readonly topology: (() => NodeTopologyCopies) | undefined;
+  private readonly storageClasses: (() => StorageClassCopy) | undefined;
 
   constructor(o: ProvisionerControllerOptions) {
     this.kube = o.kube;
@@ -128,6 +127,7 @@ export class ProvisionerController {
     this.maxAttempts = o.maxAttempts ?? 5;
     this.resyncConcurrency = o.resyncConcurrency ?? 8;
     this.topology = o.topology;
+    this.storageClasses = o.storageClasses;
   }
 
   async handleEvent(e: ProvisionerEvent): Promise<ProvisionerReport[]> {
@@ -176,7 +176,7 @@ export class ProvisionerController {
       if (!pvName.ok) return { object, outcome: "ignored", error: pvName.error };
       const className = claimClassName(claim);
       const [storageClass, existingVolume] = await Promise.all([
-        className ? getOptional(() => this.kube.get<StorageClass>(storageClasses, className)) : undefined,
+        className ? readStorageClass(this.kube, className, this.storageClasses?.()) : undefined,
         getOptional(() => this.kube.get<PersistentVolume>(persistentVolumes, pvName.value)),
       ]);
       const decision = decideClaim(claim, {
