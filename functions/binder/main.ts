@@ -8,7 +8,7 @@ import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { persistentVolumes } from "../../shared/kube/resources.ts";
-import { lazyStorageClassCopy } from "../../shared/kube/storage-class-copy.ts";
+import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts";
 import type { PersistentVolume } from "../../shared/kube/types.ts";
 import { startWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
@@ -35,9 +35,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
       })
     : undefined;
   // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
-  const classCopy = booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)
-    ? lazyStorageClassCopy({ kubeConfig, json: kube, log: logger })
-    : undefined;
+  const classCopy = storageClassCopyFromEnv(env, { kubeConfig, json: kube, log: logger });
   const controller = new BinderController({
     kube,
     events,

@@ -9,7 +9,7 @@ import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { lazyStorageClassCopy } from "../../shared/kube/storage-class-copy.ts";
+import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts";
 import { createLogger } from "../../shared/log.ts";
 import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
@@ -61,9 +61,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
       ? lazyTopologyCopies({ kubeConfig, json: kube, log: logger })
       : undefined;
   // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
-  const classCopy = booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)
-    ? lazyStorageClassCopy({ kubeConfig, json: kube, log: logger })
-    : undefined;
+  const classCopy = storageClassCopyFromEnv(env, { kubeConfig, json: kube, log: logger });
   const controller = new ProvisionerController({
     kube,
     csi,

@@ -10,12 +10,13 @@
 // does not have is read from the API, so a class created a moment ago is
 // never missed; until the copy's first list is in, every read goes to the API.
 import type { KubeConfig } from "@kubernetes/client-node";
+import { booleanFromEnv, type Env } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { getOptional } from "./api-errors.ts";
 import type { KubeJsonClient } from "./json-client.ts";
 import { storageClasses } from "./resources.ts";
 import type { StorageClass } from "./types.ts";
-import { startWatchedStore, type WatchedStore } from "./watched-store.ts";
+import { type LazyWatchedStore, lazyWatchedStore, type WatchedStore } from "./watched-store.ts";
 
 export type StorageClassCopy = Pick<WatchedStore<StorageClass>, "store" | "synced">;
 
@@ -45,26 +46,18 @@ export interface StorageClassCopyOptions {
 }
 
 /**
- * `get` starts the copy on its first call (that read still goes to the API)
- * and returns the same one after; `stop` ends it if started.
+ * The copy as STORAGE_CLASS_CACHE says (default on), started by the first
+ * read (which still goes to the API); undefined when turned off.
  */
-export function lazyStorageClassCopy(options: StorageClassCopyOptions): {
-  get: () => StorageClassCopy;
-  stop: () => Promise<void>;
-} {
-  let started: WatchedStore<StorageClass> | undefined;
-  return {
-    get: () => {
-      started ??= startWatchedStore<StorageClass>({
-        kubeConfig: options.kubeConfig,
-        json: options.json,
-        resource: storageClasses,
-        log: options.log.child({ cache: "storageclasses" }),
-      });
-      return started;
-    },
-    stop: async () => {
-      await started?.stop();
-    },
-  };
+export function storageClassCopyFromEnv(
+  env: Env,
+  options: StorageClassCopyOptions,
+): LazyWatchedStore<StorageClass> | undefined {
+  if (!booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)) return undefined;
+  return lazyWatchedStore<StorageClass>({
+    kubeConfig: options.kubeConfig,
+    json: options.json,
+    resource: storageClasses,
+    log: options.log.child({ cache: "storageclasses" }),
+  });
 }

@@ -127,3 +127,24 @@ export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOpt
     },
   };
 }
+
+export interface LazyWatchedStore<T extends KubeObject> {
+  /** The copy, started by the first call (whose caller finds it not yet synced) and the same one after. */
+  get(): WatchedStore<T>;
+  /** Ends the copy if it was started. */
+  stop(): Promise<void>;
+}
+
+/** A watched copy started by its first use, so a process that never needs it watches nothing. */
+export function lazyWatchedStore<T extends KubeObject>(options: WatchedStoreOptions<T>): LazyWatchedStore<T> {
+  let started: WatchedStore<T> | undefined;
+  return {
+    get: () => {
+      started ??= startWatchedStore<T>(options);
+      return started;
+    },
+    stop: async () => {
+      await started?.stop();
+    },
+  };
+}

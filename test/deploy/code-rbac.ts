@@ -49,7 +49,12 @@ const CLIENT_VERBS: Readonly<Record<string, string[]>> = {
  * their callers are what count, and those are scanned where they pass a
  * concrete descriptor.
  */
-const GENERIC_HELPERS = new Set(["shared/kube/json-client.ts", "shared/kube/optimistic-update.ts"]);
+const GENERIC_HELPERS = new Set([
+  "shared/kube/json-client.ts",
+  "shared/kube/optimistic-update.ts",
+  // lazyWatchedStore passes its caller's options on to startWatchedStore.
+  "shared/kube/watched-store.ts",
+]);
 
 const DESCRIPTORS: ReadonlyMap<string, ResourceDescriptor> = new Map(
   Object.entries(resources).filter((entry): entry is [string, ResourceDescriptor] => {
@@ -226,8 +231,9 @@ function resourceOf(r: ResourceDescriptor, status: boolean): Pick<Permission, "g
 const CLIENT_CALL =
   /\b(?:kube|client)\s*\.\s*(get|list|create|replace|patch|delete)\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
 const UPDATE_OBJECT = /\bupdateObject\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
-// `startWatchedStore<T>({ …, resource: persistentVolumes, … })`: a list, then a watch.
-const WATCHED_STORE = /\bstartWatchedStore\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
+// `startWatchedStore<T>({ …, resource: persistentVolumes, … })` or `lazyWatchedStore<T>({ … })`:
+// a list, then a watch.
+const WATCHED_STORE = /\b(?:start|lazy)WatchedStore\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
 const RESOURCE_OPTION = /\bresource\s*:\s*([A-Za-z_$][\w$]*)/;
 const FIRST_IDENTIFIER = /^\s*([A-Za-z_$][\w$]*)\s*(?:,|$)/;
 const SECOND_IDENTIFIER = /^[^,]*,\s*([A-Za-z_$][\w$]*)\s*(?:,|$)/;
@@ -269,7 +275,7 @@ function scanUnits(units: readonly Unit[]): ScanResult {
       const line = lineAt(m.index ?? 0);
       const r = DESCRIPTORS.get(RESOURCE_OPTION.exec(args)?.[1] ?? "");
       if (r === undefined) {
-        unresolved.push({ file, line, text: m[0] + args.slice(0, 80) });
+        if (!GENERIC_HELPERS.has(file)) unresolved.push({ file, line, text: m[0] + args.slice(0, 80) });
         continue;
       }
       for (const verb of ["list", "watch"]) calls.push({ ...resourceOf(r, false), verb, file, line });

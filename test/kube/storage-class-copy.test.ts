@@ -7,10 +7,10 @@ import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { ObjectStore } from "../../shared/kube/object-store.ts";
 import { storageClasses } from "../../shared/kube/resources.ts";
 import {
-  lazyStorageClassCopy,
   listStorageClasses,
   readStorageClass,
   type StorageClassCopy,
+  storageClassCopyFromEnv,
 } from "../../shared/kube/storage-class-copy.ts";
 import type { StorageClass } from "../../shared/kube/types.ts";
 import { createLogger } from "../../shared/log.ts";
@@ -30,7 +30,7 @@ function storageClass(name: string, parameters: Record<string, string> = {}): St
 describe("StorageClass copy, over the sandbox", () => {
   let sandbox: TestSandbox;
   let kube: KubeJsonClient;
-  const copy = { current: undefined as ReturnType<typeof lazyStorageClassCopy> | undefined };
+  const copy = { current: undefined as ReturnType<typeof storageClassCopyFromEnv> };
 
   before(async () => {
     sandbox = await startTestSandbox();
@@ -49,11 +49,14 @@ describe("StorageClass copy, over the sandbox", () => {
   };
 
   it("reads from the copy once it is synced, the same class the API gives", async () => {
-    copy.current = lazyStorageClassCopy({
+    const options = {
       kubeConfig: sandbox.kubeConfig,
       json: kube,
       log: createLogger({ name: "test", level: "silent" }),
-    });
+    };
+    assert.equal(storageClassCopyFromEnv({ STORAGE_CLASS_CACHE: "false" }, options), undefined, "turned off");
+    copy.current = storageClassCopyFromEnv({}, options);
+    assert.ok(copy.current, "on by default");
     const started = copy.current.get();
     assert.equal(copy.current.get(), started, "started once");
     const deadline = Date.now() + 5000;

@@ -89,18 +89,16 @@ async function listNodesAndCsiNodes(
   kube: KubeJsonClient,
   copies: NodeTopologyCopies | undefined,
 ): Promise<[readonly Node[], readonly CSINode[]]> {
-  // Observed: copies kept (and, within the window, their first lists in): read them. Synced is
-  // asked again in the turn that reads: a copy dropped meanwhile is empty, not "no nodes".
-  if (
-    copies &&
-    (await Promise.all([
+  if (copies) {
+    await Promise.all([
       copies.nodes.whenSynced(FIRST_SYNC_WINDOW_MS),
       copies.csiNodes.whenSynced(FIRST_SYNC_WINDOW_MS),
-    ])) &&
-    copies.nodes.synced &&
-    copies.csiNodes.synced
-  )
-    return [copies.nodes.store.items(), copies.csiNodes.store.items()];
+    ]);
+    // Observed: both copies synced, asked in the turn that reads them (a copy dropped meanwhile
+    // is empty, which is not "no nodes"): read them.
+    if (copies.nodes.synced && copies.csiNodes.synced)
+      return [copies.nodes.store.items(), copies.csiNodes.store.items()];
+  }
   // No copies, or not synced in time, or dropped to spare the heap: list both.
   return Promise.all([
     kube.list<Node>(nodes).then((l) => l.items),

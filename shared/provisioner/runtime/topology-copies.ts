@@ -8,7 +8,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { csiNodes, nodes } from "../../kube/resources.ts";
 import type { CSINode, KubeObject, Node } from "../../kube/types.ts";
-import { startWatchedStore, type WatchedStore } from "../../kube/watched-store.ts";
+import { lazyWatchedStore } from "../../kube/watched-store.ts";
 import type { Logger } from "../../log.ts";
 import type { NodeTopologyCopies } from "./load-request.ts";
 
@@ -59,34 +59,28 @@ export function lazyTopologyCopies(options: TopologyCopiesOptions): {
   get: () => NodeTopologyCopies;
   stop: () => Promise<void>;
 } {
-  // Two calls spelled out rather than one helper taking the resource: the RBAC
-  // test reads each watch's resource off the call (test/deploy/rbac.test.ts).
   // What is kept measures well under bytesPerObject: names, labels, short strings.
-  let started: { nodes: WatchedStore<Node>; csiNodes: WatchedStore<CSINode> } | undefined;
+  const shared = { kubeConfig: options.kubeConfig, json: options.json, bytesPerObject: 1024 };
+  const nodeCopy = lazyWatchedStore<Node>({
+    ...shared,
+    resource: nodes,
+    log: options.log.child({ cache: "nodes" }),
+    keep: nodeLabelsOnly,
+  });
+  const csiNodeCopy = lazyWatchedStore<CSINode>({
+    ...shared,
+    resource: csiNodes,
+    log: options.log.child({ cache: "csinodes" }),
+    keep: csiNodeDriversOnly,
+  });
+  let both: NodeTopologyCopies | undefined;
   return {
     get: () => {
-      started ??= {
-        nodes: startWatchedStore<Node>({
-          kubeConfig: options.kubeConfig,
-          json: options.json,
-          resource: nodes,
-          log: options.log.child({ cache: "nodes" }),
-          keep: nodeLabelsOnly,
-          bytesPerObject: 1024,
-        }),
-        csiNodes: startWatchedStore<CSINode>({
-          kubeConfig: options.kubeConfig,
-          json: options.json,
-          resource: csiNodes,
-          log: options.log.child({ cache: "csinodes" }),
-          keep: csiNodeDriversOnly,
-          bytesPerObject: 1024,
-        }),
-      };
-      return started;
+      both ??= { nodes: nodeCopy.get(), csiNodes: csiNodeCopy.get() };
+      return both;
     },
     stop: async () => {
-      await Promise.all([started?.nodes.stop(), started?.csiNodes.stop()]);
+      await Promise.all([nodeCopy.stop(), csiNodeCopy.stop()]);
     },
   };
 }
