@@ -5,8 +5,8 @@
 // Why a bundle: Lambda's Node runtime loads .js/.mjs/.cjs handlers only, and
 // a bundle of just the reachable code keeps the zip small and the cold start
 // short. esbuild strips the types the way Node does (erasable syntax only).
-// Nothing is opened beside the bundle at run time (csi.proto comes in as its
-// parsed JSON, shared/csi/csi-descriptor.json). bundleFunctions is the
+// Nothing is opened beside the bundle at run time (csi.proto comes in as the
+// static code and tables of npm run generate:csi). bundleFunctions is the
 // bundler itself; scripts/build-functions.ts uses it for the container
 // entries (functions/<name>/main.ts).
 //

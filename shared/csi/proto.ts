@@ -1,16 +1,21 @@
-// csi.proto for grpc-js, built once per process from csi-descriptor.json (its
-// parsed form, written by `npm run generate:csi` and checked against the
-// .proto by a test): method definitions (path + serializers) for the client,
-// service definitions for servers (test fakes), client constructors for
-// whoever prefers those, and the message types wire.ts reads its plans from.
+// csi.proto for grpc-js, from what `npm run generate:csi` made of it ahead of
+// time (each checked against the .proto by test/csi/descriptor.test.ts):
+// csi-static.js, protobufjs's encode/decode/fromObject/toObject of every
+// message as plain code, and csi-tables.json, the methods' paths and types.
+// This module makes method definitions (path + serializers) for the client,
+// service definitions for servers (test fakes) and client constructors for
+// whoever prefers those.
 //
 // Why not @grpc/proto-loader at run time: besides the serializers, it builds
 // descriptor protos of every message and encodes whole file descriptors for
 // gRPC reflection, which we never serve. That was ~25 ms of a CSI function's
-// cold start; protobufjs's own Root does the part we use in a third of it.
-// The serializers are the ones proto-loader makes (fromObject + encode,
-// decode + toObject with the options below), and test/csi/descriptor.test.ts
-// holds them to proto-loader's byte for byte and object for object.
+// cold start. A protobufjs Root built from the parsed descriptor cost another
+// 10-15 ms: resolving every type, then generating each message's functions
+// with new Function, which Node's compile cache cannot keep. The static code
+// is what that generation produces, written once; the serializers are the
+// ones proto-loader makes (fromObject + encode, decode + toObject with the
+// options below), and the descriptor test holds them to proto-loader's byte
+// for byte and object for object.
 //
 // Conversion options, and why:
 //   field names      -> camelCase (volumeId), as parsed into the descriptor:
@@ -33,15 +38,16 @@
 import { fileURLToPath } from "node:url";
 import type { MethodDefinition, ServiceClientConstructor, ServiceDefinition } from "@grpc/grpc-js";
 import { makeClientConstructor } from "@grpc/grpc-js";
-// The light build: reflection, encoding and JSON descriptors, without the .proto parser.
-import protobuf from "protobufjs/light.js";
-import csiDescriptor from "./csi-descriptor.json" with { type: "json" };
+import type { IConversionOptions } from "protobufjs";
+import type { StaticMessageType, StaticNamespace } from "./csi-static.js";
+import * as staticCode from "./csi-static.js";
+import { CSI_TABLES } from "./tables.ts";
 
 export const CSI_PROTO_PATH = fileURLToPath(new URL("./csi.proto", import.meta.url));
 export const CSI_PACKAGE = "csi.v1";
 
 /** How decoded messages look (see above); also what proto-loader is given where it is used (tests, sandbox). */
-export const CSI_CONVERSION_OPTIONS: Readonly<protobuf.IConversionOptions> = Object.freeze({
+export const CSI_CONVERSION_OPTIONS: Readonly<IConversionOptions> = Object.freeze({
   longs: String,
   enums: String,
   defaults: true,
@@ -58,65 +64,56 @@ export interface CsiMethodDefinition extends MethodDefinition<object, object> {
   responseTypeName: string;
 }
 
-let root: protobuf.Root | undefined;
-
-/**
- * Every type csi.proto's services use, built on first use. Not resolved as a
- * whole: resolving a type generates its constructor, and a function uses a
- * handful of csi.proto's types, so each method and type is resolved when
- * first used (protobufjs does that for types on their first encode or
- * decode). The descriptor test resolves and checks every one.
- */
-function csiRoot(): protobuf.Root {
-  // protobufjs's Root.toJSON wrote it, so it is an INamespace by construction; TypeScript sees only literals.
-  root ??= protobuf.Root.fromJSON(csiDescriptor as protobuf.INamespace);
-  return root;
+function isMessageType(value: unknown): value is StaticMessageType {
+  return typeof value === "function" && typeof (value as Partial<StaticMessageType>).encode === "function";
 }
 
-/** A message type by fully qualified name ("csi.v1.Volume"). */
-export function csiMessageType(fullName: string): protobuf.Type {
-  const found = csiRoot().lookup(fullName);
-  if (!(found instanceof protobuf.Type)) throw new Error(`csi.proto has no message ${fullName}`);
+/** A message's static functions by fully qualified name ("csi.v1.VolumeCapability.MountVolume"). */
+export function csiStaticType(fullName: string): StaticMessageType {
+  let found: unknown = staticCode as StaticNamespace;
+  for (const part of fullName.split(".")) {
+    // Own properties only: a name like "prototype" or "constructor" is not a message.
+    found =
+      (typeof found === "object" || typeof found === "function") &&
+      found !== null &&
+      Object.hasOwn(found, part)
+        ? (found as StaticNamespace)[part]
+        : undefined;
+  }
+  if (!isMessageType(found)) throw new Error(`csi.proto has no message ${fullName}`);
   return found;
 }
 
-/** A protobufjs full name without its leading dot. */
-function qualifiedName(reflected: protobuf.ReflectionObject): string {
-  return reflected.fullName.replace(/^\./, "");
-}
-
-function serializerOf(type: protobuf.Type): (value: object) => Buffer {
+function serializerOf(typeName: string): (value: object) => Buffer {
+  const type = csiStaticType(typeName);
   return (value) => {
     // fromObject would read an array's indices as field names and send garbage.
-    if (Array.isArray(value)) throw new TypeError(`cannot serialize an array as ${type.name}`);
-    const bytes = type.encode(type.fromObject(value)).finish();
+    if (Array.isArray(value)) throw new TypeError(`cannot serialize an array as ${typeName}`);
+    const bytes = type.encode(type.fromObject(value as Record<string, unknown>)).finish();
     return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };
 }
 
-function deserializerOf(type: protobuf.Type): (bytes: Buffer) => object {
+function deserializerOf(typeName: string): (bytes: Buffer) => object {
+  const type = csiStaticType(typeName);
   return (bytes) => type.toObject(type.decode(bytes), CSI_CONVERSION_OPTIONS);
 }
 
-function methodDefinition(service: protobuf.Service, method: protobuf.Method): CsiMethodDefinition {
-  method.resolve();
-  const request = method.resolvedRequestType;
-  const response = method.resolvedResponseType;
-  // resolve() throws for a type the descriptor lacks; null here would be a protobufjs change.
-  if (request === null || response === null)
-    throw new Error(`csi.proto: ${method.name} has unresolved message types`);
+function methodDefinition(service: CsiServiceName, name: string): CsiMethodDefinition {
+  const method = CSI_TABLES.methods[service]?.[name];
+  if (method === undefined) throw new Error(`csi.proto has no method ${CSI_PACKAGE}.${service}/${name}`);
   return {
-    path: `/${qualifiedName(service)}/${method.name}`,
-    requestStream: method.requestStream === true,
-    responseStream: method.responseStream === true,
-    requestSerialize: serializerOf(request),
-    requestDeserialize: deserializerOf(request),
-    responseSerialize: serializerOf(response),
-    responseDeserialize: deserializerOf(response),
+    path: fullMethodName(service, name),
+    requestStream: method.requestStream,
+    responseStream: method.responseStream,
+    requestSerialize: serializerOf(method.request),
+    requestDeserialize: deserializerOf(method.request),
+    responseSerialize: serializerOf(method.response),
+    responseDeserialize: deserializerOf(method.response),
     // The alias makeClientConstructor adds (client.createVolume beside client.CreateVolume).
-    originalName: method.name.charAt(0).toLowerCase() + method.name.slice(1),
-    requestTypeName: qualifiedName(request),
-    responseTypeName: qualifiedName(response),
+    originalName: name.charAt(0).toLowerCase() + name.slice(1),
+    requestTypeName: method.request,
+    responseTypeName: method.response,
   };
 }
 
@@ -126,11 +123,10 @@ const services = new Map<CsiServiceName, Record<string, CsiMethodDefinition>>();
 export function csiServiceDefinition(service: CsiServiceName): Record<string, CsiMethodDefinition> {
   let methods = services.get(service);
   if (methods === undefined) {
-    const reflected = csiRoot().lookup(`${CSI_PACKAGE}.${service}`);
-    if (!(reflected instanceof protobuf.Service))
-      throw new Error(`csi.proto has no service ${CSI_PACKAGE}.${service}`);
+    const table = CSI_TABLES.methods[service];
+    if (table === undefined) throw new Error(`csi.proto has no service ${CSI_PACKAGE}.${service}`);
     methods = {};
-    for (const method of reflected.methodsArray) methods[method.name] = methodDefinition(reflected, method);
+    for (const name of Object.keys(table)) methods[name] = methodDefinition(service, name);
     services.set(service, methods);
   }
   return methods;

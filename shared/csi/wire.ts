@@ -12,51 +12,13 @@
 // accepts strings for int64 exactly, while its handling of bigint depends on
 // the installed long.js version (5.x would silently encode 0).
 
-import protobuf from "protobufjs/light.js";
 import { isRecord } from "../is-record.ts";
-import { csiMessageType } from "./proto.ts";
+import { CSI_TABLES, type CsiFieldPlan, type CsiValuePlan } from "./tables.ts";
 
-type FieldPlan =
-  | { name: string; repeated: boolean; kind: "int64" }
-  | { name: string; repeated: boolean; kind: "message"; typeName: string }
-  | { name: string; kind: "map"; value: ValuePlan };
-
-/** How to decode one map value: a plain copy, an int64, or a message. */
-type ValuePlan = { kind: "copy" } | { kind: "int64" } | { kind: "message"; typeName: string };
-
-/** protobufjs's names of the 64-bit integer types (map values and fields alike). */
-const INT64_TYPES = new Set(["int64", "uint64", "sint64", "fixed64", "sfixed64"]);
-
-const plans = new Map<string, FieldPlan[]>();
-
-/** A field's (or map value's) type: int64, a message (by full name), or anything copied as is. */
-function valuePlan(field: protobuf.Field): ValuePlan {
-  if (INT64_TYPES.has(field.type)) return { kind: "int64" };
-  const resolved = field.resolve().resolvedType;
-  if (resolved instanceof protobuf.Type)
-    return { kind: "message", typeName: resolved.fullName.replace(/^\./, "") };
-  return { kind: "copy" };
-}
-
-function planFor(typeName: string): FieldPlan[] {
-  const cached = plans.get(typeName);
-  if (cached !== undefined) return cached;
-  const plan: FieldPlan[] = [];
-  for (const field of csiMessageType(typeName).fieldsArray) {
-    const value = valuePlan(field);
-    // A map field's type is its value type; protobufjs keeps the key type apart.
-    if (field.map) {
-      if (value.kind !== "copy") plan.push({ name: field.name, kind: "map", value });
-      continue;
-    }
-    if (value.kind === "copy") continue;
-    plan.push(
-      value.kind === "int64"
-        ? { name: field.name, repeated: field.repeated, kind: "int64" }
-        : { name: field.name, repeated: field.repeated, kind: "message", typeName: value.typeName },
-    );
-  }
-  plans.set(typeName, plan);
+/** The fields of a message that decoding changes (csi-tables.json, from the descriptors). */
+function planFor(typeName: string): readonly CsiFieldPlan[] {
+  const plan = Object.hasOwn(CSI_TABLES.messages, typeName) ? CSI_TABLES.messages[typeName] : undefined;
+  if (plan === undefined) throw new Error(`csi.proto has no message ${typeName}`);
   return plan;
 }
 
@@ -66,7 +28,7 @@ function toBigInt(value: unknown): unknown {
   return value;
 }
 
-function decodeValue(plan: ValuePlan, value: unknown): unknown {
+function decodeValue(plan: CsiValuePlan, value: unknown): unknown {
   if (plan.kind === "int64") return toBigInt(value);
   if (plan.kind === "message") return isRecord(value) ? decodeMessage(plan.typeName, value) : value;
   return value;
@@ -86,7 +48,7 @@ function decodeMessage(typeName: string, message: Record<string, unknown>): Reco
       out[field.name] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, decodeValue(plan, v)]));
       continue;
     }
-    const plan: ValuePlan = field.kind === "int64" ? field : { kind: "message", typeName: field.typeName };
+    const plan: CsiValuePlan = field.kind === "int64" ? field : { kind: "message", typeName: field.typeName };
     out[field.name] =
       field.repeated && Array.isArray(value)
         ? value.map((item) => decodeValue(plan, item))

@@ -1,7 +1,8 @@
-// shared/csi/csi-descriptor.json is csi.proto parsed ahead of time (npm run
-// generate:csi), and shared/csi/proto.ts builds grpc-js definitions from it
-// without @grpc/proto-loader. Both must say exactly what proto-loader says
-// when it loads the .proto itself: the same methods on the same paths, and
+// shared/csi/csi-descriptor.json, csi-static.js and csi-tables.json are
+// csi.proto made ahead of time (npm run generate:csi), and shared/csi/proto.ts
+// builds grpc-js definitions from them without @grpc/proto-loader. They must
+// be csi.proto as it is now, and say exactly what proto-loader says when it
+// loads the .proto itself: the same methods on the same paths, and
 // serializers that agree byte for byte and object for object on messages
 // with every field set.
 import assert from "node:assert/strict";
@@ -9,17 +10,29 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { loadSync, type MethodDefinition, type ServiceDefinition } from "@grpc/proto-loader";
 import protobuf from "protobufjs/light.js";
-import { CSI_DESCRIPTOR, csiDescriptorText } from "../../scripts/generate-csi-descriptor.ts";
+import {
+  CSI_DESCRIPTOR,
+  CSI_STATIC,
+  CSI_TABLES as CSI_TABLES_FILE,
+  csiDescriptorText,
+  csiStaticText,
+  csiTablesText,
+} from "../../scripts/generate-csi.ts";
 import {
   CSI_CONVERSION_OPTIONS,
   CSI_PACKAGE,
   CSI_PROTO_PATH,
   CSI_SERVICE_NAMES,
-  csiMessageType,
   csiServiceDefinition,
+  csiStaticType,
 } from "../../shared/csi/proto.ts";
+import { CSI_TABLES } from "../../shared/csi/tables.ts";
 
 const fromProto = loadSync(CSI_PROTO_PATH, { keepCase: false, ...CSI_CONVERSION_OPTIONS });
+const descriptorText = readFileSync(CSI_DESCRIPTOR, "utf8");
+/** The committed descriptor reflected, for the messages the tests fill. */
+const reflected = protobuf.Root.fromJSON(JSON.parse(descriptorText) as protobuf.INamespace);
+reflected.resolveAll();
 
 function protoLoaderService(name: string): ServiceDefinition {
   const found = fromProto[`${CSI_PACKAGE}.${name}`];
@@ -72,15 +85,56 @@ function sampleValue(field: protobuf.Field, depth: number): unknown {
   }
 }
 
-test("the committed descriptor is csi.proto as it is now (else: npm run generate:csi)", () => {
-  // Parsed, not as text: the repository's formatter lays the file out its own way.
-  assert.deepEqual(JSON.parse(readFileSync(CSI_DESCRIPTOR, "utf8")), JSON.parse(csiDescriptorText()));
+test("the committed descriptor, static code and tables are csi.proto as it is now (else: npm run generate:csi)", async () => {
+  // The JSON files parsed, not as text: the repository's formatter lays them out its own way.
+  assert.deepEqual(JSON.parse(descriptorText), JSON.parse(csiDescriptorText()));
+  assert.deepEqual(
+    JSON.parse(readFileSync(CSI_TABLES_FILE, "utf8")),
+    JSON.parse(csiTablesText(descriptorText)),
+  );
+  // The static code is not formatted (biome.json leaves it out), so as text.
+  assert.equal(readFileSync(CSI_STATIC, "utf8"), await csiStaticText(CSI_DESCRIPTOR));
+});
+
+test("every message of the descriptor has static code and a decoding plan, and nothing else does", () => {
+  const messages = (ns: protobuf.NamespaceBase): protobuf.Type[] =>
+    ns.nestedArray.flatMap((o) => [
+      ...(o instanceof protobuf.Type ? [o] : []),
+      ...(o instanceof protobuf.Namespace || o instanceof protobuf.Type ? messages(o) : []),
+    ]);
+  const names = messages(reflected).map((t) => t.fullName.slice(1));
+  assert.ok(names.includes("csi.v1.VolumeCapability.MountVolume"), "nested messages too");
+  assert.deepEqual(Object.keys(CSI_TABLES.messages).sort(), [...names].sort());
+  for (const name of names) assert.equal(typeof csiStaticType(name).encode, "function", name);
+  // Only messages: not a package, not what every function has, not a name csi.proto lacks.
+  for (const name of [
+    "csi.v1",
+    "csi.v1.Volume.prototype",
+    "csi.v1.Volume.constructor",
+    "csi.v1.NoSuchThing",
+    "",
+  ])
+    assert.throws(() => csiStaticType(name), /has no message/, name);
+});
+
+test("the decoding plans name each int64 and message field, with its element type", () => {
+  // Spot checks against csi.proto: an int64 in a well-known type, a repeated message, wrappers, a map of strings.
+  assert.deepEqual(CSI_TABLES.messages["google.protobuf.Timestamp"], [
+    { name: "seconds", repeated: false, kind: "int64" },
+  ]);
+  assert.deepEqual(
+    CSI_TABLES.messages["csi.v1.Volume"]?.find((f) => f.name === "accessibleTopology"),
+    { name: "accessibleTopology", repeated: true, kind: "message", typeName: "csi.v1.Topology" },
+  );
+  assert.deepEqual(
+    CSI_TABLES.messages["csi.v1.GetCapacityResponse"]?.map((f) => f.name),
+    ["availableCapacity", "maximumVolumeSize", "minimumVolumeSize"],
+  );
+  assert.deepEqual(CSI_TABLES.messages["csi.v1.Topology"], [], "a map of strings is copied as it is");
 });
 
 test("the descriptor resolves whole, keeps the well-known types the messages use, and drops descriptor.proto", () => {
-  const json = JSON.parse(readFileSync(CSI_DESCRIPTOR, "utf8")) as protobuf.INamespace;
-  const root = protobuf.Root.fromJSON(json);
-  root.resolveAll();
+  const root = reflected;
   assert.equal(root.lookup("google.protobuf.FileDescriptorProto"), null);
   assert.equal(root.lookup("google.protobuf.FieldOptions"), null);
   // Kept: the well-known types csi.proto's messages use.
@@ -140,7 +194,7 @@ test("serializers agree with proto-loader's on empty messages and on every field
       ] as const;
       for (const [typeName, serialize, deserialize, theirSerialize, theirDeserialize] of sides) {
         for (const full of [false, true]) {
-          const message = full ? everyFieldSet(csiMessageType(typeName)) : {};
+          const message = full ? everyFieldSet(reflected.lookupType(typeName)) : {};
           const bytes = serialize(message);
           assert.deepEqual(bytes, theirSerialize(message), `${typeName}: the same bytes`);
           const decoded = deserialize(bytes);
