@@ -6,9 +6,9 @@
 //
 // Variants: the TypeScript sources as `npm run serve` runs them
 // (functions/serve.ts), the esbuild bundle of functions/<name>/main.ts
-// (`npm run build:functions`), and that bundle with Node's compile cache
-// (NODE_COMPILE_CACHE, primed as the image primes it: scripts/prime-compile-cache.ts),
-// which is what the image runs. Every variant
+// (`npm run build:functions`) started by the bundled serve.mjs, and that
+// bundle with its V8 code cache (written as the image writes it:
+// scripts/prime-code-cache.ts), which is what the image runs. Every variant
 // runs with the image's NODE_OPTIONS and MALLOC_* settings (functions/node-options.ts): its
 // bounded young generation means more collections while the bundle loads, and the
 // figure is meant to be the deployed one. For the same reason no HOST is set
@@ -17,14 +17,12 @@
 // any Node function has), the bundle's biggest packages (esbuild metafile),
 // and what importing each heavy package costs on its own.
 import { spawn } from "node:child_process";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { type Metafile, stop as stopEsbuild } from "esbuild";
 import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
 import type { FunctionName } from "../functions/serve.ts";
-import { buildFunctions, DEFAULT_FUNCTIONS_OUT_DIR } from "../scripts/build-functions.ts";
-import { primeCompileCache } from "../scripts/prime-compile-cache.ts";
+import { buildFunctions, DEFAULT_FUNCTIONS_OUT_DIR, SERVE_BUNDLE } from "../scripts/build-functions.ts";
+import { primeCodeCache } from "../scripts/prime-code-cache.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
 import {
   atMost,
@@ -45,12 +43,9 @@ import {
 
 export const COLD_START_TARGET_MS = 150;
 
-export type ColdStartVariant = "typescript" | "bundle" | "bundleCompileCache";
-export const COLD_START_VARIANTS: readonly ColdStartVariant[] = [
-  "typescript",
-  "bundle",
-  "bundleCompileCache",
-];
+export type ColdStartVariant = "typescript" | "bundle" | "bundleCodeCache";
+// In this order: the bundles have no code cache until the last variant writes them one.
+export const COLD_START_VARIANTS: readonly ColdStartVariant[] = ["typescript", "bundle", "bundleCodeCache"];
 const ALL_FUNCTIONS: readonly FunctionName[] = [
   "admission",
   "binder",
@@ -273,7 +268,6 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
   }
 
   const bs: BenchSandbox = await startBenchSandbox();
-  const cacheRoot = await mkdtemp(join(tmpdir(), "ksf-compile-cache-"));
   const functions: ColdStartResult["functions"] = {};
   try {
     const registry = bs.sandbox.apiServer.registry;
@@ -299,9 +293,8 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
           // (node:dns loaded, the IPv6 address pattern compiled), 3-5 ms that a
           // deployed function's cold start does not spend.
           HOST: "",
-          ...(variant === "bundleCompileCache" ? { NODE_COMPILE_CACHE: cacheRoot } : {}),
         };
-        const args = variant === "typescript" ? serveArgs() : [bundle ?? ""];
+        const args = variant === "typescript" ? serveArgs() : [join(bundleDir, SERVE_BUNDLE)];
         return {
           name,
           args,
@@ -312,10 +305,7 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
           rss: [] as number[],
         };
       });
-      if (variant === "bundleCompileCache") {
-        await primeCompileCache(bundleDir, cacheRoot);
-        if ((await readdir(cacheRoot)).length === 0) progress("cold start: the compile cache stayed empty");
-      }
+      if (variant === "bundleCodeCache") await primeCodeCache(bundleDir);
       for (let i = 0; i < runs; i++) {
         for (const plan of plans) {
           const r = await coldStartOnce(plan.name, plan.args, plan.env, plan.request);
@@ -340,7 +330,6 @@ export async function runColdStart(options: ColdStartOptions = {}): Promise<Cold
     }
   } finally {
     await bs.close();
-    await rm(cacheRoot, { recursive: true, force: true });
   }
 
   let best: ColdStartResult["best"] = null;

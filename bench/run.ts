@@ -133,14 +133,14 @@ function summarize(report: BenchReport): SummaryLine[] {
           target: figure.target,
           met: figure.met,
         };
-        // The image runs the bundle with its compile cache primed at build time; the others are for comparison.
+        // The image runs the bundle with its code cache written at build time; the others are for comparison.
         lines.push(
-          variant === "bundleCompileCache"
+          variant === "bundleCodeCache"
             ? line
             : {
                 ...line,
                 judged: false,
-                note: "for comparison: the image runs the bundle with its primed compile cache",
+                note: "for comparison: the image runs the bundle with its code cache",
               },
         );
       }

@@ -13,6 +13,7 @@ import { stop as stopEsbuild } from "esbuild";
 import { FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
 import { type Sandbox, type SandboxOptions, startSandbox } from "../sandbox/start.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../scripts/build-functions.ts";
+import { primeCodeCache } from "../scripts/prime-code-cache.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -177,7 +178,7 @@ export interface SpawnedFunction {
 export interface SpawnOptions {
   /** Shown in errors and returned as `name`. */
   name: string;
-  /** Node arguments: the script and anything before it (`["functions/serve.ts"]`, `["dist/functions/binder/index.mjs"]`). */
+  /** Node arguments: the script and anything before it (`["functions/serve.ts"]`, `["dist/functions/serve.mjs"]`). */
   args: string[];
   env: Record<string, string>;
   readyTimeoutMs?: number;
@@ -253,7 +254,7 @@ let bundlesBuilt: Promise<string> | undefined;
 
 /**
  * What the image runs (deploy/Dockerfile): the bundles of `npm run
- * build:functions` with the image's environment (functions/node-options.ts). Built once per bench run,
+ * build:functions`, with their code caches, in the image's environment (functions/node-options.ts). Built once per bench run,
  * into a directory of its own so a concurrent `npm run build:functions` is
  * not disturbed.
  */
@@ -264,6 +265,7 @@ export async function shippedFunction(): Promise<{ args: string[]; env: Record<s
     await buildFunctions({ outDir: dir });
     // esbuild's service process would otherwise live on, counted as the machine's other load.
     await stopEsbuild();
+    await primeCodeCache(dir);
     return join(dir, SERVE_BUNDLE);
   })();
   return { args: [await bundlesBuilt], env: { ...FUNCTION_PROCESS_ENV } };

@@ -1,13 +1,16 @@
-// `npm run serve` with FUNCTION=<name>: starts one function by importing its
-// entry, functions/<name>/main.ts, or, bundled as dist/functions/serve.mjs
-// (`npm run build:functions`, what the image runs), the bundle beside it,
-// <name>/index.mjs. The entry either serves on import or exports `main()`,
-// which is then called. Exit code 2 means "wrong
-// invocation" (unknown or missing FUNCTION, function not built yet), so
-// scripts can tell it from a crash (1).
+// `npm run serve` with FUNCTION=<name>: starts one function by calling the
+// `main()` of its entry, functions/<name>/main.ts, or, bundled as
+// dist/functions/serve.mjs (`npm run build:functions`, what the image runs),
+// of the bundle beside it, <name>/index.cjs, run with its code cache
+// (load-bundle.ts). Exit code 2 means "wrong invocation" (unknown or missing
+// FUNCTION, function not built yet), so scripts can tell it from a crash (1).
+//
+// `serve.mjs --write-code-cache` loads the bundle, writes its code cache and
+// exits without serving: scripts/prime-code-cache.ts runs it for the image.
 
 import { existsSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { loadBundle } from "./load-bundle.ts";
 
 export const FUNCTION_NAMES = ["admission", "binder", "provisioner", "attacher", "attach-detach"] as const;
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
@@ -16,10 +19,12 @@ export function isFunctionName(value: string): value is FunctionName {
   return (FUNCTION_NAMES as readonly string[]).includes(value);
 }
 
+/** Whether this file runs bundled (serve.mjs), so the functions are bundles too. */
+const bundled = import.meta.url.endsWith(".mjs");
+
 /** Absolute path of a function's entry module: its sources, or its bundle when this file is bundled too. */
 export function entryPath(name: FunctionName): string {
-  const bundled = import.meta.url.endsWith(".mjs");
-  return fileURLToPath(new URL(bundled ? `./${name}/index.mjs` : `./${name}/main.ts`, import.meta.url));
+  return fileURLToPath(new URL(bundled ? `./${name}/index.cjs` : `./${name}/main.ts`, import.meta.url));
 }
 
 class UsageError extends Error {
@@ -37,8 +42,24 @@ async function main(): Promise<void> {
   if (!existsSync(entry)) {
     throw new UsageError(`function ${requested} is not built yet (${entry} does not exist)`);
   }
-  const module: { main?: unknown } = await import(pathToFileURL(entry).href);
-  if (typeof module.main === "function") await module.main();
+  if (!bundled) {
+    const module: { main?: unknown } = await import(pathToFileURL(entry).href);
+    if (typeof module.main !== "function") throw new Error(`${entry} exports no main()`);
+    await module.main();
+    return;
+  }
+  const loaded = loadBundle(entry);
+  if (process.argv.includes("--write-code-cache")) {
+    const bytes = loaded.writeCodeCache();
+    process.stdout.write(`${JSON.stringify({ codeCache: entry, bytes })}\n`);
+    return;
+  }
+  if (loaded.codeCache === "rejected")
+    process.stderr.write(
+      `serve: the code cache of ${entry} was rejected (written by another node binary or with other V8 flags than NODE_OPTIONS gives now); starting without it\n`,
+    );
+  if (typeof loaded.exports.main !== "function") throw new Error(`${entry} exports no main()`);
+  await loaded.exports.main();
 }
 
 if (import.meta.main) {

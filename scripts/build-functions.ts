@@ -1,5 +1,5 @@
-// `npm run build:functions`: one self-contained ES module per function for
-// the container / process entry, dist/functions/<name>/index.mjs, bundled
+// `npm run build:functions`: one self-contained CommonJS script per function
+// for the container / process entry, dist/functions/<name>/index.cjs, bundled
 // from functions/<name>/main.ts by the same bundler as the Lambda handlers
 // (scripts/build-lambda.ts bundleFunctions), esbuild's metafile beside it as
 // meta.json, and serve.mjs to start one: `FUNCTION=<name> node
@@ -7,8 +7,10 @@
 //
 // Why: loading the TypeScript sources unbundled costs about a second per cold
 // start (thousands of files resolved and read, most of them client-node's);
-// one file of just the reachable code loads several times faster, and Node's
-// compile cache (NODE_COMPILE_CACHE) shortens it further (bench/cold-start.ts).
+// one file of just the reachable code loads several times faster, and a code
+// cache written after its modules ran (scripts/prime-code-cache.ts,
+// functions/load-bundle.ts) shortens it further (bench/cold-start.ts). A
+// script, not an ES module, because that cache is made through vm.Script.
 //
 //   npm run build:functions [-- --out DIR] [NAME ...]
 
@@ -21,8 +23,8 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const DEFAULT_FUNCTIONS_OUT_DIR = join(REPO, "dist", "functions");
 
 /**
- * Bundles functions/<name>/main.ts for each name (default: every function),
- * and functions/serve.ts as `serve.mjs` beside them: `FUNCTION=<name> node
+ * Bundles functions/<name>/main.ts for each name (default: every function)
+ * into <name>/index.cjs, and functions/serve.ts as `serve.mjs` beside them: `FUNCTION=<name> node
  * <outDir>/serve.mjs` runs one, which is what the image does.
  */
 export async function buildFunctions(
@@ -32,6 +34,7 @@ export async function buildFunctions(
   const built = await bundleFunctions({
     outDir,
     entry: "main",
+    format: "cjs",
     writeMetafile: true,
     ...(options.names ? { names: options.names } : {}),
   });

@@ -34,10 +34,19 @@ export interface BuiltLambda {
   metafile: Metafile;
 }
 
+/**
+ * "esm": an ES module, `<name>/index.mjs` (Lambda loads handlers this way).
+ * "cjs": a CommonJS script, `<name>/index.cjs`, for functions/load-bundle.ts,
+ * which runs it with a V8 code cache made after its modules were evaluated.
+ */
+export type BundleFormat = "esm" | "cjs";
+
 export interface BundleOptions {
-  /** Where `<name>/index.mjs` go. */
+  /** Where `<name>/index.mjs` (or `.cjs`) go. */
   outDir: string;
   entry: FunctionEntry;
+  /** Default "esm". */
+  format?: BundleFormat;
   names?: readonly string[];
   /** Also write `<name>/meta.json` (esbuild's metafile) beside each bundle. Default false. */
   writeMetafile?: boolean;
@@ -140,14 +149,23 @@ const builtinsThroughRequire: Plugin = {
   },
 };
 
-/** How every bundle is built: one ES module for Node 24 from one entry. */
-export function bundleOptions(entryPoint: string, outfile: string): BuildOptions & { metafile: true } {
+/** A function's bundle in its directory: index.mjs or index.cjs. */
+export function bundleFileName(format: BundleFormat): string {
+  return format === "esm" ? "index.mjs" : "index.cjs";
+}
+
+/** How every bundle is built: one ES module (or CommonJS script) for Node 24 from one entry. */
+export function bundleOptions(
+  entryPoint: string,
+  outfile: string,
+  format: BundleFormat = "esm",
+): BuildOptions & { metafile: true } {
   return {
     entryPoints: [entryPoint],
     outfile,
     bundle: true,
     platform: "node",
-    format: "esm",
+    format,
     target: "node24",
     // No source map: the bundle is not minified, so stack traces stay readable without one.
     metafile: true,
@@ -155,9 +173,13 @@ export function bundleOptions(entryPoint: string, outfile: string): BuildOptions
     // The shims first: they take some of client-node's own relative imports too.
     plugins: [builtinsThroughRequire, bundleShims, clientNodeWithoutSideEffects],
     // CommonJS dependencies call require() for Node built-ins; an ES module has no require of its own.
-    banner: {
-      js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",
-    },
+    ...(format === "esm"
+      ? {
+          banner: {
+            js: "import { createRequire as __ksfCreateRequire } from 'node:module'; const require = __ksfCreateRequire(import.meta.url);",
+          },
+        }
+      : {}),
   };
 }
 
@@ -176,8 +198,12 @@ export function asciiOnly(source: string): string {
 }
 
 /** One bundle written to `outfile`, ASCII only (see asciiOnly); returns esbuild's metafile. */
-export async function buildBundle(entryPoint: string, outfile: string): Promise<Metafile> {
-  const result = await build({ ...bundleOptions(entryPoint, outfile), write: false });
+export async function buildBundle(
+  entryPoint: string,
+  outfile: string,
+  format: BundleFormat = "esm",
+): Promise<Metafile> {
+  const result = await build({ ...bundleOptions(entryPoint, outfile, format), write: false });
   const output = result.outputFiles.find((f) => f.path === resolve(outfile));
   if (output === undefined) throw new Error(`esbuild wrote no ${outfile}`);
   await writeFile(outfile, asciiOnly(output.text));
@@ -185,8 +211,9 @@ export async function buildBundle(entryPoint: string, outfile: string): Promise<
 }
 
 /**
- * One self-contained ES module per function, `<outDir>/<name>/index.mjs`,
- * from `functions/<name>/<entry>.ts`. Shared by `npm run build:lambda` and `npm run build:functions`.
+ * One self-contained bundle per function, `<outDir>/<name>/index.mjs` (or
+ * `index.cjs`, see BundleFormat), from `functions/<name>/<entry>.ts`. Shared
+ * by `npm run build:lambda` and `npm run build:functions`.
  */
 export async function bundleFunctions(options: BundleOptions): Promise<BuiltLambda[]> {
   const outDir = resolve(options.outDir);
@@ -198,8 +225,9 @@ export async function bundleFunctions(options: BundleOptions): Promise<BuiltLamb
     const dir = join(outDir, name);
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
-    const file = join(dir, "index.mjs");
-    const metafile = await buildBundle(join(REPO, "functions", name, `${options.entry}.ts`), file);
+    const format = options.format ?? "esm";
+    const file = join(dir, bundleFileName(format));
+    const metafile = await buildBundle(join(REPO, "functions", name, `${options.entry}.ts`), file, format);
     if (options.writeMetafile) await writeFile(join(dir, "meta.json"), JSON.stringify(metafile));
     built.push({ name, file, metafile });
   }

@@ -6,8 +6,8 @@
 //     two are made from it, and the tests read it;
 //   - csi-static.js: encode, decode, fromObject and toObject of every message
 //     in it as plain functions (protobufjs-cli's static-module target). Built
-//     at run time, protobufjs makes them with new Function, which Node's
-//     compile cache cannot keep; these come from the bundle like other code;
+//     at run time, protobufjs makes them with new Function, which no code
+//     cache can keep; these come from the bundle like other code;
 //   - csi-tables.json: each method's path, streaming and message types, and
 //     each message's int64 and message fields (wire.ts's decoding plan).
 // test/csi/descriptor.test.ts fails when a committed file no longer matches

@@ -58,5 +58,3 @@ export async function build(env = process.env): Promise<BuiltFunction> {
 export async function main(): Promise<void> {
   await serveBuilt(createAdmission());
 }
-
-if (import.meta.main) await main();

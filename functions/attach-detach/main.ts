@@ -26,5 +26,3 @@ export async function build(env = process.env): Promise<BuiltFunction> {
 export async function main(): Promise<void> {
   await serveBuilt(await build());
 }
-
-if (import.meta.main) await main();

@@ -11,7 +11,7 @@
 // gRPC reflection, which we never serve. That was ~25 ms of a CSI function's
 // cold start. A protobufjs Root built from the parsed descriptor cost another
 // 10-15 ms: resolving every type, then generating each message's functions
-// with new Function, which Node's compile cache cannot keep. The static code
+// with new Function, which no code cache can keep. The static code
 // is what that generation produces, written once; the serializers are the
 // ones proto-loader makes (fromObject + encode, decode + toObject with the
 // options below), and the descriptor test holds them to proto-loader's byte
@@ -35,7 +35,6 @@
 //   oneofs: true     -> a decoded oneof names its set member
 //                       (`accessType: "mount"`), handy for switches.
 
-import { fileURLToPath } from "node:url";
 import type { MethodDefinition, ServiceClientConstructor, ServiceDefinition } from "@grpc/grpc-js";
 import { makeClientConstructor } from "@grpc/grpc-js";
 import type { IConversionOptions } from "protobufjs";
@@ -43,7 +42,6 @@ import type { StaticMessageType, StaticNamespace } from "./csi-static.js";
 import * as staticCode from "./csi-static.js";
 import { CSI_TABLES } from "./tables.ts";
 
-export const CSI_PROTO_PATH = fileURLToPath(new URL("./csi.proto", import.meta.url));
 export const CSI_PACKAGE = "csi.v1";
 
 /** How decoded messages look (see above); also what proto-loader is given where it is used (tests, sandbox). */

@@ -70,13 +70,13 @@ test("every bench module runs with tiny parameters and the report keeps its shap
   const cold = report.coldStart?.result;
   assert.ok(cold, "coldStart");
   assert.equal(typeof cold.nodeBaselineMs, "number");
-  for (const variant of ["typescript", "bundle", "bundleCompileCache"] as const) {
+  for (const variant of ["typescript", "bundle", "bundleCodeCache"] as const) {
     const figure = cold.functions.binder?.[variant];
     assertTarget(figure, `coldStart.binder.${variant}`);
     assert.ok((figure?.value ?? 0) > 0);
   }
   assert.ok((cold.bundles.binder?.bytes ?? 0) > 0);
-  assert.ok(cold.bundles.binder?.file.endsWith("binder/index.mjs"));
+  assert.ok(cold.bundles.binder?.file.endsWith("binder/index.cjs"));
 
   const adm = report.admissionLatency?.result;
   assert.ok(adm, "admissionLatency");

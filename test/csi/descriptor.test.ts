@@ -12,6 +12,7 @@ import { loadSync, type MethodDefinition, type ServiceDefinition } from "@grpc/p
 import protobuf from "protobufjs/light.js";
 import {
   CSI_DESCRIPTOR,
+  CSI_PROTO,
   CSI_STATIC,
   CSI_TABLES as CSI_TABLES_FILE,
   csiDescriptorText,
@@ -21,14 +22,13 @@ import {
 import {
   CSI_CONVERSION_OPTIONS,
   CSI_PACKAGE,
-  CSI_PROTO_PATH,
   CSI_SERVICE_NAMES,
   csiServiceDefinition,
   csiStaticType,
 } from "../../shared/csi/proto.ts";
 import { CSI_TABLES } from "../../shared/csi/tables.ts";
 
-const fromProto = loadSync(CSI_PROTO_PATH, { keepCase: false, ...CSI_CONVERSION_OPTIONS });
+const fromProto = loadSync(CSI_PROTO, { keepCase: false, ...CSI_CONVERSION_OPTIONS });
 const descriptorText = readFileSync(CSI_DESCRIPTOR, "utf8");
 /** The committed descriptor reflected, for the messages the tests fill. */
 const reflected = protobuf.Root.fromJSON(JSON.parse(descriptorText) as protobuf.INamespace);

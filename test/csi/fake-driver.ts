@@ -14,7 +14,7 @@ import type { ServiceDefinition, UntypedServiceImplementation } from "@grpc/grpc
 import { type Metadata, Server, ServerCredentials } from "@grpc/grpc-js";
 import type { PackageDefinition } from "@grpc/proto-loader";
 import { loadSync } from "@grpc/proto-loader";
-import { CSI_PROTO_PATH } from "../../shared/csi/proto.ts";
+import { CSI_PROTO } from "../../scripts/generate-csi.ts";
 
 export const FAKE_DRIVER_NAME = "fake.csi.example.com";
 
@@ -35,7 +35,7 @@ export class StatusError extends Error {
   }
 }
 
-const serverDefinition: PackageDefinition = loadSync(CSI_PROTO_PATH, {
+const serverDefinition: PackageDefinition = loadSync(CSI_PROTO, {
   keepCase: true,
   longs: String,
   enums: String,

@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import { CSI_PROTO } from "../../scripts/generate-csi.ts";
 import { capabilitiesFrom } from "../../shared/csi/capabilities.ts";
 import {
-  CSI_PROTO_PATH,
   CSI_SERVICE_NAMES,
   csiMethod,
   csiServiceClient,
@@ -17,7 +17,7 @@ import type { CreateVolumeRequest } from "../../shared/csi/types.ts";
 import { fromWire, toWire } from "../../shared/csi/wire.ts";
 
 test("every (csi_secret) field in csi.proto is one redactSecrets knows", () => {
-  const proto = readFileSync(CSI_PROTO_PATH, "utf8");
+  const proto = readFileSync(CSI_PROTO, "utf8");
   const marked = [...proto.matchAll(/(\w+)\s*=\s*\d+\s*\[\s*\(csi_secret\)\s*=\s*true\s*\]/g)].map(
     (m) => m[1],
   );

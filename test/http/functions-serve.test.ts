@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { entryPath, FUNCTION_NAMES, isFunctionName } from "../../functions/serve.ts";
@@ -45,10 +45,11 @@ test("every function has its entry", () => {
 });
 
 test("a function whose entry is missing exits 2 saying so", () => {
-  // serve.ts alone in a folder: every function's entry is missing there.
+  // serve.ts (and the loader it imports) alone in a folder: every function's entry is missing there.
   const dir = mkdtempSync(join(tmpdir(), "ksf-serve-"));
   try {
     copyFileSync(serveScript, join(dir, "serve.ts"));
+    copyFileSync(join(dirname(serveScript), "load-bundle.ts"), join(dir, "load-bundle.ts"));
     const childEnv: NodeJS.ProcessEnv = { ...process.env, PORT: "0", FUNCTION: "binder" };
     const result = spawnSync(process.execPath, [join(dir, "serve.ts")], {
       env: childEnv,
