@@ -7,9 +7,9 @@
 // little else: every module factory of the bundle, and everything they call
 // while the modules load, was compiled again at each start. A cache made
 // with vm.Script#createCachedData after the modules have been evaluated
-// holds all of that (the provisioner's is about three times larger), which
-// took 15 ms off a provisioner's cold start against the primed compile cache
-// (bench figure 1).
+// holds all of that (the provisioner's is 2.5 times larger), which took
+// 28-41 ms off the cold start of the binder, provisioner and attacher against
+// the primed compile cache (alternating runs; bench figure 1).
 //
 // V8 accepts a cache only for the same source, V8 version and V8 flags; it
 // rejects any other, and the bundle then compiles as it would without one.
