@@ -1,5 +1,6 @@
-// Runs a function's bundle (`npm run build:functions`: a CommonJS script,
-// <name>/index.cjs) with the V8 code cache beside it, <name>/index.cjs.v8cache.
+// Runs a function's bundle (`npm run build:functions`: a CommonJS module,
+// <name>/index.cjs, already wrapped in the function Node wraps modules in)
+// with the V8 code cache beside it, <name>/index.cjs.v8cache.
 //
 // Why not Node's compile cache (NODE_COMPILE_CACHE): Node makes its cache
 // entry as it compiles a module, before running it. V8 compiles a function
@@ -38,15 +39,12 @@ export interface LoadedBundle {
   writeCodeCache(): number;
 }
 
-// The CommonJS wrapper, kept on the first line so that line numbers in stack traces stay the bundle's.
-const WRAPPER_START = "(function (exports, require, module, __filename, __dirname) {";
-const WRAPPER_END = "\n})";
-
 /** Compiles and runs `bundle` (an absolute path) as Node runs a CommonJS module, with its code cache if there is one. */
 export function loadBundle(bundle: string): LoadedBundle {
   const cacheFile = codeCachePath(bundle);
   const cachedData = existsSync(cacheFile) ? readFileSync(cacheFile) : undefined;
-  const script = new Script(WRAPPER_START + readFileSync(bundle, "utf8") + WRAPPER_END, {
+  // The text is compiled as it is (the bundle holds its wrapper), so the heap holds one copy of it.
+  const script = new Script(readFileSync(bundle, "utf8"), {
     filename: bundle,
     ...(cachedData ? { cachedData } : {}),
     // A bundle has no import() of its own, but code it loads may, as in any module.
