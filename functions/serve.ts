@@ -42,21 +42,24 @@ async function main(): Promise<void> {
   if (!existsSync(entry)) {
     throw new UsageError(`function ${requested} is not built yet (${entry} does not exist)`);
   }
+  const writeCodeCache = process.argv.includes("--write-code-cache");
   if (!bundled) {
+    if (writeCodeCache)
+      throw new UsageError("--write-code-cache is for the bundled serve.mjs (npm run build:functions)");
     const module: { main?: unknown } = await import(pathToFileURL(entry).href);
     if (typeof module.main !== "function") throw new Error(`${entry} exports no main()`);
     await module.main();
     return;
   }
   const loaded = loadBundle(entry);
-  if (process.argv.includes("--write-code-cache")) {
+  if (writeCodeCache) {
     const bytes = loaded.writeCodeCache();
     process.stdout.write(`${JSON.stringify({ codeCache: entry, bytes })}\n`);
     return;
   }
   if (loaded.codeCache === "rejected")
     process.stderr.write(
-      `serve: the code cache of ${entry} was rejected (written by another node binary or with other V8 flags than NODE_OPTIONS gives now); starting without it\n`,
+      `serve: the code cache of ${entry} was rejected (written for other bytes of the bundle, by another node binary, or with other V8 flags than NODE_OPTIONS gives now); starting without it\n`,
     );
   if (typeof loaded.exports.main !== "function") throw new Error(`${entry} exports no main()`);
   await loaded.exports.main();
