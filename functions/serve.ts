@@ -5,8 +5,9 @@
 // (load-bundle.ts). Exit code 2 means "wrong invocation" (unknown or missing
 // FUNCTION, function not built yet), so scripts can tell it from a crash (1).
 //
-// `serve.mjs --write-code-cache` loads the bundle, writes its code cache and
-// exits without serving: scripts/prime-code-cache.ts runs it for the image.
+// `serve.mjs --write-code-cache` loads the bundle, builds the function
+// without serving it, writes the bundle's code cache and exits:
+// scripts/prime-code-cache.ts runs it for the image.
 
 import { existsSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -53,6 +54,13 @@ async function main(): Promise<void> {
   }
   const loaded = loadBundle(entry);
   if (writeCodeCache) {
+    // Starting compiles more than loading does: build() reads the configuration and
+    // introduces the function to its CSI driver, without serving. prime-code-cache.ts gives
+    // it a kubeconfig that is never called and a driver that only introduces itself.
+    if (typeof loaded.exports.build === "function") {
+      const built = (await loaded.exports.build()) as { close?: () => Promise<void> };
+      await built.close?.();
+    }
     const bytes = loaded.writeCodeCache();
     process.stdout.write(`${JSON.stringify({ codeCache: entry, bytes })}\n`);
     return;
