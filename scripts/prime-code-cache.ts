@@ -108,14 +108,25 @@ function writeCodeCache(bundleDir: string, name: string, env: Record<string, str
     stderr = (stderr + d.toString()).slice(-4096);
   });
   return new Promise((resolvePromise, reject) => {
-    child.once("error", reject);
-    child.once("exit", (code, signal) =>
-      code === 0
-        ? resolvePromise()
-        : reject(new Error(`writing the code cache of ${name} failed (${code ?? signal}): ${stderr}`)),
-    );
+    // A build that never ends, or a handle close() left open, must fail an image build, not hang it.
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`writing the code cache of ${name} took over ${PRIME_TIMEOUT_MS} ms: ${stderr}`));
+    }, PRIME_TIMEOUT_MS);
+    child.once("error", (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) resolvePromise();
+      else reject(new Error(`writing the code cache of ${name} failed (${code ?? signal}): ${stderr}`));
+    });
   });
 }
+
+/** Far longer than a build() takes with the introducing driver (well under a second). */
+const PRIME_TIMEOUT_MS = 60_000;
 
 export interface PrimedCodeCaches {
   /** The functions whose bundle has a code cache now. */
