@@ -159,6 +159,9 @@ export const BUNDLE_WRAPPER = {
   end: "\n})",
 } as const;
 
+/** The launcher bundle beside the function bundles of build:functions (functions/serve.ts). */
+export const SERVE_BUNDLE = "serve.mjs";
+
 /** A function's bundle in its directory: index.mjs or index.cjs. */
 export function bundleFileName(format: BundleFormat): string {
   return format === "esm" ? "index.mjs" : "index.cjs";

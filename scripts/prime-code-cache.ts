@@ -26,8 +26,7 @@ import { join, resolve } from "node:path";
 import { Server, ServerCredentials, type UntypedServiceImplementation } from "@grpc/grpc-js";
 import { FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
 import { csiServiceDefinition } from "../shared/csi/proto.ts";
-import { SERVE_BUNDLE } from "./build-functions.ts";
-import { bundleFileName } from "./build-lambda.ts";
+import { bundleFileName, SERVE_BUNDLE } from "./build-lambda.ts";
 
 /** The functions built under `bundleDir`: each directory holding an index.cjs. */
 export async function bundledFunctions(bundleDir: string): Promise<string[]> {

@@ -3,16 +3,21 @@
 // bundles must work without node_modules beside them, so they are built into
 // a temporary directory and run from there.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
 import { codeCachePath } from "../../functions/load-bundle.ts";
 import { FUNCTION_PROCESS_ENV } from "../../functions/node-options.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../../scripts/build-functions.ts";
 import { primeCodeCache } from "../../scripts/prime-code-cache.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
+
+const REPO = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 let dir: string;
 let sandbox: TestSandbox;
@@ -101,5 +106,29 @@ describe("image entry: the code cache written at build time", () => {
       await started({ NODE_OPTIONS: `${FUNCTION_PROCESS_ENV.NODE_OPTIONS} --stack-trace-limit=50` }),
       /serve: the code cache of \S+\/binder\/index\.cjs was rejected/,
     );
+  });
+});
+
+describe("npm run build:functions", () => {
+  it("writes the code caches too, unless --no-code-cache", async () => {
+    const out = await mkdtemp(join(tmpdir(), "ksf-build-cli-"));
+    try {
+      const cli = (...args: string[]) =>
+        execFileSync(
+          process.execPath,
+          ["scripts/build-functions.ts", "--out", out, ...args, "attach-detach"],
+          {
+            cwd: REPO,
+            encoding: "utf8",
+          },
+        );
+      const cache = codeCachePath(join(out, "attach-detach", "index.cjs"));
+      cli("--no-code-cache");
+      assert.equal(existsSync(cache), false, "no cache with --no-code-cache");
+      assert.match(cli(), /"codeCaches":\["attach-detach"\]/);
+      assert.ok(existsSync(cache), "a cache beside the bundle");
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
   });
 });
