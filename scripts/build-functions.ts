@@ -1,4 +1,4 @@
-// `npm run build:functions`: one self-contained CommonJS script per function
+// `npm run build:functions`: one self-contained CommonJS module per function
 // for the container / process entry, dist/functions/<name>/index.cjs, bundled
 // from functions/<name>/main.ts by the same bundler as the Lambda handlers
 // (scripts/build-lambda.ts bundleFunctions), esbuild's metafile beside it as
@@ -9,8 +9,8 @@
 // start (thousands of files resolved and read, most of them client-node's);
 // one file of just the reachable code loads several times faster, and a code
 // cache written after its modules ran (scripts/prime-code-cache.ts,
-// functions/load-bundle.ts) shortens it further (bench/cold-start.ts). A
-// script, not an ES module, because that cache is made through vm.Script.
+// functions/load-bundle.ts) shortens it further (bench/cold-start.ts).
+// CommonJS, not an ES module, because only vm.Script writes a cache after running.
 //
 //   npm run build:functions [-- --out DIR] [--no-code-cache] [NAME ...]
 //
