@@ -202,7 +202,7 @@ export function bundleOptions(
  * (its default charset), but keeps comments as they are, and a few
  * dependencies' comments hold a typographic quote or a dash. One such
  * character makes V8 hold the whole 3-4 MB source as two-byte text, which
- * is slower to read, hash for the compile cache and scan for every function
+ * is slower to read, checksum for the code cache and scan for every function
  * compiled on first call: about 7 ms of a cold start. In a comment the
  * escape is text like any other, and anywhere else it means the same character.
  */
