@@ -56,11 +56,7 @@ function reachableFromServices(root: protobuf.Root): Set<protobuf.ReflectionObje
     if (type instanceof protobuf.Type)
       for (const field of type.fieldsArray) if (field.resolvedType) visit(field.resolvedType);
   };
-  const services = (ns: protobuf.NamespaceBase): protobuf.Service[] =>
-    ns.nestedArray.flatMap((o) =>
-      o instanceof protobuf.Service ? [o] : o instanceof protobuf.Namespace ? services(o) : [],
-    );
-  for (const service of services(root)) {
+  for (const service of nestedOfKind(root, protobuf.Service)) {
     reached.add(service);
     for (const method of service.methodsArray) {
       if (!method.resolvedRequestType || !method.resolvedResponseType)
@@ -129,13 +125,14 @@ function fieldPlans(type: protobuf.Type): CsiFieldPlan[] {
   return plan;
 }
 
-function allOf<T extends protobuf.ReflectionObject>(
+/** Everything of `kind` under `ns`, at any depth (messages nest in packages and in messages). */
+export function nestedOfKind<T extends protobuf.ReflectionObject>(
   ns: protobuf.NamespaceBase,
   kind: abstract new (...args: never[]) => T,
 ): T[] {
   return ns.nestedArray.flatMap((o) => [
     ...(o instanceof kind ? [o] : []),
-    ...(o instanceof protobuf.Namespace || o instanceof protobuf.Type ? allOf(o, kind) : []),
+    ...(o instanceof protobuf.Namespace || o instanceof protobuf.Type ? nestedOfKind(o, kind) : []),
   ]);
 }
 
@@ -143,7 +140,7 @@ function allOf<T extends protobuf.ReflectionObject>(
 export function csiTablesText(descriptorText: string): string {
   const root = resolvedRoot(descriptorText);
   const tables: CsiTables = { methods: {}, messages: {} };
-  for (const service of allOf(root, protobuf.Service)) {
+  for (const service of nestedOfKind(root, protobuf.Service)) {
     const methods: Record<string, CsiMethodTable> = {};
     for (const method of service.methodsArray) {
       const request = method.resolvedRequestType;
@@ -159,7 +156,8 @@ export function csiTablesText(descriptorText: string): string {
     }
     tables.methods[service.name] = methods;
   }
-  for (const type of allOf(root, protobuf.Type)) tables.messages[qualifiedName(type)] = fieldPlans(type);
+  for (const type of nestedOfKind(root, protobuf.Type))
+    tables.messages[qualifiedName(type)] = fieldPlans(type);
   return `${JSON.stringify(tables)}\n`;
 }
 

@@ -18,6 +18,7 @@ import {
   csiDescriptorText,
   csiStaticText,
   csiTablesText,
+  nestedOfKind,
 } from "../../scripts/generate-csi.ts";
 import {
   CSI_CONVERSION_OPTIONS,
@@ -97,12 +98,7 @@ test("the committed descriptor, static code and tables are csi.proto as it is no
 });
 
 test("every message of the descriptor has static code and a decoding plan, and nothing else does", () => {
-  const messages = (ns: protobuf.NamespaceBase): protobuf.Type[] =>
-    ns.nestedArray.flatMap((o) => [
-      ...(o instanceof protobuf.Type ? [o] : []),
-      ...(o instanceof protobuf.Namespace || o instanceof protobuf.Type ? messages(o) : []),
-    ]);
-  const names = messages(reflected).map((t) => t.fullName.slice(1));
+  const names = nestedOfKind(reflected, protobuf.Type).map((t) => t.fullName.slice(1));
   assert.ok(names.includes("csi.v1.VolumeCapability.MountVolume"), "nested messages too");
   assert.deepEqual(Object.keys(CSI_TABLES.messages).sort(), [...names].sort());
   for (const name of names) assert.equal(typeof csiStaticType(name).encode, "function", name);
