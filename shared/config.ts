@@ -58,3 +58,19 @@ export function booleanFromEnv(env: Env, key: string, fallback: boolean): boolea
   if (lower === "false" || lower === "0") return false;
   throw new Error(`${key} must be true or false, got ${JSON.stringify(raw)}`);
 }
+
+/** A CSI driver name as CSIDriver and StorageClass.provisioner accept it. */
+const DRIVER_NAME = /^[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$/;
+
+/** A comma-separated list of CSI driver names (blanks skipped); a malformed name stops the process. */
+export function driverNamesFromEnv(env: Env, key: string): Set<string> {
+  const names = (env[key] ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+  for (const name of names) {
+    if (!DRIVER_NAME.test(name))
+      throw new Error(`${key}: ${JSON.stringify(name)} is not a valid provisioner (CSI driver) name`);
+  }
+  return new Set(names);
+}

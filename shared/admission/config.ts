@@ -9,7 +9,7 @@
 //   ADMISSION_FAILURE_POLICY_VALIDATE_PVC    Fail   when an expansion's StorageClass cannot be read: deny (retry later)
 //   ADMISSION_FAILURE_POLICY_VALIDATE_VA     Fail   when the attacher's CSIDriver cannot be read: deny (retry later)
 
-import { integerFromEnv } from "../config.ts";
+import { driverNamesFromEnv, integerFromEnv } from "../config.ts";
 
 /** What a hook does when a lookup it needs fails: admit without it (with a warning), or deny. */
 export type FailurePolicy = "Ignore" | "Fail";
@@ -52,25 +52,10 @@ function policy(env: NodeJS.ProcessEnv, key: string, fallback: FailurePolicy): F
   throw new Error(`${key} must be Ignore or Fail, got ${JSON.stringify(env[key])}`);
 }
 
-/** Provisioner names: CSI driver names, DNS-1123 subdomains of at most 63 characters. */
-const DRIVER_NAME = /^[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$/;
-
-function driverList(env: NodeJS.ProcessEnv, key: string): Set<string> {
-  const names = (env[key] ?? "")
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s !== "");
-  for (const name of names) {
-    if (!DRIVER_NAME.test(name))
-      throw new Error(`${key}: ${JSON.stringify(name)} is not a valid provisioner (CSI driver) name`);
-  }
-  return new Set(names);
-}
-
 export function admissionConfigFromEnv(env: NodeJS.ProcessEnv = process.env): AdmissionConfig {
   const defaults = defaultAdmissionConfig();
   return {
-    provisionerDrivers: driverList(env, "PROVISIONER_DRIVERS"),
+    provisionerDrivers: driverNamesFromEnv(env, "PROVISIONER_DRIVERS"),
     lookupTimeoutMs: integerFromEnv(env, "ADMISSION_LOOKUP_TIMEOUT_MS", defaults.lookupTimeoutMs, {
       min: 1,
       max: 30_000,

@@ -21,6 +21,11 @@ export interface VolumeSyncView {
   /** Pods in the claim's namespace; needed only for the Recycle policy. */
   pods: readonly Pod[];
   now: string;
+  /**
+   * CSI drivers whose external provisioner (ours) also reclaims static volumes, as the
+   * external-provisioner does since HonorPVReclaimPolicy. Other static CSI volumes have no deleter.
+   */
+  staticVolumeDeleters?: ReadonlySet<string>;
 }
 
 export function syncVolume(volume: PersistentVolume, view: VolumeSyncView): SyncPlan {
@@ -163,7 +168,7 @@ function reclaimVolume(p: Planner, volume: PersistentVolume, view: VolumeSyncVie
       recycleVolume(p, volume, view);
       return;
     case "Delete":
-      deleteVolume(p, volume);
+      deleteVolume(p, volume, view);
       return;
     default:
       setPhaseWithEvent(
@@ -199,13 +204,19 @@ function recycleVolume(p: Planner, volume: PersistentVolume, view: VolumeSyncVie
   p.decided("no recycler plugin for the volume");
 }
 
-function deleteVolume(p: Planner, volume: PersistentVolume): void {
+function deleteVolume(p: Planner, volume: PersistentVolume, view: VolumeSyncView): void {
   const provisioner = volume.metadata.annotations?.[annDynamicallyProvisioned];
-  if ((provisioner !== undefined && !provisioner.startsWith("kubernetes.io/")) || volume.spec.csi) {
-    // Observed: an external (CSI) provisioner deletes this volume; leave it Released for it.
+  if (provisioner !== undefined && provisioner !== "" && !provisioner.startsWith("kubernetes.io/")) {
+    // Observed: an external provisioner deletes what it provisioned; leave it Released for it.
     p.decided("volume is released; waiting for the external deleter");
     return;
   }
+  const driver = volume.spec.csi?.driver;
+  if (driver !== undefined && view.staticVolumeDeleters?.has(driver)) {
+    p.decided(`volume is released; waiting for ${driver}'s provisioner to delete it`);
+    return;
+  }
+  // A static CSI volume without such a deleter fails as in kube-controller-manager: no in-tree deleter matches it.
   setPhaseWithEvent(
     p,
     volume,

@@ -51,6 +51,9 @@ export function decideVolume(pv: PersistentVolume, ctx: VolumeContext): VolumeDe
       ? { action: "remove-finalizer", reason: `reclaim policy is ${policy}` }
       : { action: "ignore", reason: `reclaim policy is ${policy}` };
   }
+  // Observed: our finalizer is gone from a PV being deleted: the backing volume was deleted already
+  // (another finalizer, e.g. pv-protection, still holds the object); asking again would repeat DeleteVolume.
+  if (deleting && !finalized) return { action: "ignore", reason: "being deleted without our finalizer" };
   const released = pv.status?.phase === "Released";
   // A PV deleted while still Bound waits: its claim may be in use; it is reclaimed once Released.
   if (released || (deleting && finalized && pv.status?.phase !== "Bound")) {
@@ -65,14 +68,7 @@ export function decideVolume(pv: PersistentVolume, ctx: VolumeContext): VolumeDe
     }
     return { action: "delete" };
   }
-  if (deleting) {
-    return {
-      action: "ignore",
-      reason: finalized
-        ? "deleted while Bound: reclaimed once Released"
-        : "being deleted without our finalizer",
-    };
-  }
+  if (deleting) return { action: "ignore", reason: "deleted while Bound: reclaimed once Released" };
   if (!finalized && pv.status?.phase === "Bound") return { action: "add-finalizer" };
   return { action: "ignore", reason: `phase ${pv.status?.phase ?? "unset"}: nothing to reclaim` };
 }

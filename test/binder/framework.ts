@@ -193,6 +193,7 @@ export class World {
   events: string[] = [];
   eventMessages: string[] = [];
   writes = 0;
+  staticVolumeDeleters: ReadonlySet<string> = new Set();
   readonly classes: StorageClass[];
   readonly pods: Pod[];
 
@@ -220,7 +221,12 @@ export class World {
   syncVolume(v: PersistentVolume): SyncPlan {
     const ref = v.spec.claimRef;
     const claim = ref ? this.claims.get(`${ref.namespace}/${ref.name}`) : undefined;
-    return syncVolume(structuredClone(v), { claim: claim && structuredClone(claim), pods: this.pods, now });
+    return syncVolume(structuredClone(v), {
+      claim: claim && structuredClone(claim),
+      pods: this.pods,
+      now,
+      staticVolumeDeleters: this.staticVolumeDeleters,
+    });
   }
 
   /** Applies a plan like the API server applies the writes; returns the follow-ups. */
@@ -292,10 +298,13 @@ export interface SyncCase {
   test: "claim" | "volume";
   classes?: StorageClass[];
   pods?: Pod[];
+  /** CSI drivers whose provisioner reclaims static volumes (the binder's PROVISIONER_DRIVERS). */
+  staticVolumeDeleters?: string[];
 }
 
 export function runSyncCase(c: SyncCase): World {
   const world = new World(c.initialVolumes, c.initialClaims, c.classes ?? defaultClasses, c.pods ?? []);
+  world.staticVolumeDeleters = new Set(c.staticVolumeDeleters ?? []);
   const plan =
     c.test === "claim" ? world.syncClaim(c.initialClaims[0]!) : world.syncVolume(c.initialVolumes[0]!);
   world.apply(plan);

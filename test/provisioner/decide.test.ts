@@ -287,6 +287,16 @@ const volumeCases: {
     want: { action: "delete" },
   },
   {
+    name: "Released, being deleted, our finalizer already gone (another holds it): already deleted, no second DeleteVolume",
+    pv: pv({ phase: "Released", finalizers: ["kubernetes.io/pv-protection"], deleting: true }),
+    want: { action: "ignore", reason: "being deleted without our finalizer" },
+  },
+  {
+    name: "Released and being deleted with our finalizer: delete",
+    pv: pv({ phase: "Released", finalizers: ["kubernetes.io/pv-protection", pvFinalizer], deleting: true }),
+    want: { action: "delete" },
+  },
+  {
     name: "still attached: blocked with upstream's message",
     pv: pv({ phase: "Released", finalizers: [pvFinalizer] }),
     attachments: [attachment("pvc-uid-1", "node-a")],

@@ -39,6 +39,8 @@ export interface BinderControllerOptions {
   volumeCache?: VolumeCache;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
   storageClasses?: () => StorageClassCopy;
+  /** CSI drivers our provisioner serves: their released static volumes are left to it (PROVISIONER_DRIVERS). */
+  staticVolumeDeleters?: ReadonlySet<string>;
 }
 
 function rfc3339(d: Date): string {
@@ -54,6 +56,7 @@ export class BinderController {
   private readonly resyncConcurrency: number;
   private readonly volumeCache: VolumeCache | undefined;
   private readonly storageClasses: (() => StorageClassCopy) | undefined;
+  private readonly staticVolumeDeleters: ReadonlySet<string>;
   private readonly serializer = new KeyedSerializer();
 
   constructor(options: BinderControllerOptions) {
@@ -65,6 +68,7 @@ export class BinderController {
     this.resyncConcurrency = options.resyncConcurrency ?? 8;
     this.volumeCache = options.volumeCache;
     this.storageClasses = options.storageClasses;
+    this.staticVolumeDeleters = options.staticVolumeDeleters ?? new Set();
   }
 
   /** Handles one claim or volume event; other kinds are not the binder's. */
@@ -171,7 +175,7 @@ export class BinderController {
     return this.retryOnConflict(`volume ${name}`, async () => {
       const volume = await readVolume(this.kube, name);
       if (!volume) return { plan: undefined, outcome: "volume is gone" };
-      const view = await loadVolumeView(this.kube, volume, rfc3339(this.now()));
+      const view = await loadVolumeView(this.kube, volume, rfc3339(this.now()), this.staticVolumeDeleters);
       return { plan: syncVolume(volume, view) };
     });
   }

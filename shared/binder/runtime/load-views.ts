@@ -150,9 +150,10 @@ export async function loadVolumeView(
   kube: KubeJsonClient,
   volume: PersistentVolume,
   now: string,
+  staticVolumeDeleters: ReadonlySet<string>,
 ): Promise<VolumeSyncView> {
   const ref = volume.spec.claimRef;
-  if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now };
+  if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now, staticVolumeDeleters };
   const claim = await readClaim(kube, ref.namespace ?? "", ref.name);
   const claimGone = !claim || claim.metadata.uid !== ref.uid;
   // Only the Recycle policy asks which pods still use the claim.
@@ -160,5 +161,5 @@ export async function loadVolumeView(
     claimGone && volume.spec.persistentVolumeReclaimPolicy === "Recycle"
       ? (await kube.list<Pod>(pods, { namespace: ref.namespace ?? "" })).items
       : [];
-  return { claim, pods: claimPods, now };
+  return { claim, pods: claimPods, now, staticVolumeDeleters };
 }
