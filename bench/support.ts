@@ -290,6 +290,7 @@ export async function startBenchSandbox(options: Omit<SandboxOptions, "dir"> = {
       KUBECONFIG: sandbox.kubeconfigPath,
       CSI_ENDPOINT: sandbox.csi.endpoint,
       DRIVER_NAME: sandbox.csi.driver.config.name,
+      PROVISIONER_DRIVERS: sandbox.csi.driver.config.name,
     },
     close: async () => {
       await sandbox.close();

@@ -148,6 +148,7 @@ async function main(): Promise<void> {
     KUBECONFIG: sandbox.kubeconfigPath,
     CSI_ENDPOINT: sandbox.csi.endpoint,
     DRIVER_NAME: driverName,
+    PROVISIONER_DRIVERS: driverName,
   };
   const running: Running[] = [];
   for (const f of functions) {
@@ -157,7 +158,6 @@ async function main(): Promise<void> {
         ? {
             TLS_CERT_FILE: join(certDir, "tls.crt"),
             TLS_KEY_FILE: join(certDir, "tls.key"),
-            PROVISIONER_DRIVERS: driverName,
           }
         : {};
     const r = await startFunction(f.name, { ...env, ...extra });

@@ -242,6 +242,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         KUBECONFIG: sandbox.kubeconfigPath,
         CSI_ENDPOINT: sandbox.csi.endpoint,
         DRIVER_NAME: driverName,
+        PROVISIONER_DRIVERS: driverName,
       },
     });
     cleanups.push(() => fleet.stop());
