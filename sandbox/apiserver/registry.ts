@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { applyDefaults } from "./defaults.ts";
 import { applyPatch, PatchError } from "./patch.ts";
+import { planPodDeletion } from "./pod-deletion.ts";
 import {
   apiVersionOf,
   findResourceType,
@@ -42,6 +43,8 @@ export interface WriteOptions {
 export interface DeleteOptions {
   dryRun?: boolean;
   preconditions?: { uid?: string; resourceVersion?: string };
+  /** DeleteOptions.gracePeriodSeconds (pods only). */
+  gracePeriodSeconds?: number;
 }
 
 export interface ListOptions {
@@ -92,9 +95,15 @@ const serverOwnedMeta = [
 ] as const;
 
 const namespaceType = findResourceType("", "v1", "namespaces")!;
+const podType = findResourceType("", "v1", "pods")!;
 
 export class Registry {
   readonly store: ObjectStore;
+  /**
+   * Pods a node runs are only marked by a DELETE, as kube-apiserver does;
+   * worth it only where kubelets finish the deletion.
+   */
+  gracefulPodDeletion = false;
 
   constructor(store: ObjectStore) {
     this.store = store;
@@ -326,6 +335,19 @@ export class Registry {
     if (!old) throw notFound(t, name);
     this.checkDeletePreconditions(t, old, options.preconditions);
     const o = structuredClone(old);
+    if (t === podType && this.gracefulPodDeletion) {
+      const plan = planPodDeletion(old, options.gracePeriodSeconds, Date.now());
+      if (plan.kind === "pending") return o;
+      if (plan.kind === "mark" || (o.metadata.finalizers ?? []).length > 0) {
+        o.metadata.deletionTimestamp =
+          plan.kind === "mark" ? plan.deletionTimestamp : (o.metadata.deletionTimestamp ?? now());
+        o.metadata.deletionGracePeriodSeconds = plan.kind === "mark" ? plan.gracePeriodSeconds : 0;
+        if (options.dryRun || isDeepStrictEqual(o, old)) return o;
+        o.metadata.resourceVersion = this.store.nextRevision().toString();
+        this.store.put(t, "MODIFIED", o);
+        return structuredClone(o);
+      }
+    }
     if ((o.metadata.finalizers ?? []).length > 0) {
       // Graceful deletion: the object stays, marked, until its last finalizer goes.
       if (o.metadata.deletionTimestamp) return o;

@@ -7,6 +7,7 @@ import { type UserInfo, WebhookAdmission } from "./admission.ts";
 import { type AdmissionContext, AdmittedWrites } from "./admitted-writes.ts";
 import { coreVersions, group, groupList, resourceList, serverVersion } from "./discovery.ts";
 import { FaultInjector, parseFaultSettings } from "./faults.ts";
+import { bindPod } from "./pod-binding.ts";
 import { type ListResult, Registry } from "./registry.ts";
 import { apiVersionOf, findResourceType, type ResourceType } from "./resources.ts";
 import { ApiError, badRequest, gone, methodNotAllowed } from "./status.ts";
@@ -23,6 +24,11 @@ export interface ApiServerOptions {
   host?: string;
   /** How many changes watches can replay before a resume answers 410 Gone. */
   historyLimit?: number;
+  /**
+   * DELETE of a scheduled pod marks it for its kubelet instead of removing it.
+   * Off by default: with no kubelet, such a pod would stay forever.
+   */
+  gracefulPodDeletion?: boolean;
 }
 
 export interface ApiServerHandle {
@@ -45,7 +51,7 @@ interface ResourceRequest {
   type: ResourceType;
   namespace: string | undefined;
   name: string | undefined;
-  subresource: "status" | undefined;
+  subresource: "status" | "binding" | undefined;
   watchPrefix: boolean;
 }
 
@@ -142,6 +148,9 @@ function parseResourcePath(segments: string[]): ResourceRequest | "unknown" | un
   const type = findResourceType(groupName, version, plural);
   if (!type) return "unknown";
   if (namespace !== undefined && !type.namespaced) return "unknown";
+  if (sub === "binding" && type.plural === "pods" && type.group === "" && name && !watchPrefix) {
+    return { type, namespace, name, subresource: "binding", watchPrefix };
+  }
   if (sub !== undefined && !(sub === "status" && type.hasStatus)) return "unknown";
   return { type, namespace, name, subresource: sub === "status" ? "status" : undefined, watchPrefix };
 }
@@ -177,6 +186,19 @@ function listObject(t: ResourceType, result: ListResult): Record<string, unknown
   };
 }
 
+/** DeleteOptions.gracePeriodSeconds from the body, else the query parameter. */
+function gracePeriodOf(body: unknown, query: URLSearchParams): number | undefined {
+  const given =
+    body && typeof body === "object" && "gracePeriodSeconds" in body
+      ? (body as { gracePeriodSeconds: unknown }).gracePeriodSeconds
+      : (query.get("gracePeriodSeconds") ?? undefined);
+  if (given === undefined || given === null) return undefined;
+  const n = typeof given === "string" && /^-?\d+$/.test(given) ? Number(given) : given;
+  if (typeof n !== "number" || !Number.isSafeInteger(n))
+    throw badRequest(`gracePeriodSeconds: must be an integer, got ${JSON.stringify(given)}`);
+  return n;
+}
+
 function includeObjectParam(query: URLSearchParams): "None" | "Metadata" | "Object" {
   const v = query.get("includeObject");
   return v === "None" || v === "Object" ? v : "Metadata";
@@ -200,6 +222,7 @@ export class SandboxApiServer {
   constructor(options: ApiServerOptions = {}) {
     this.store = new ObjectStore({ historyLimit: options.historyLimit ?? 10_000 });
     this.registry = new Registry(this.store);
+    this.registry.gracefulPodDeletion = options.gracefulPodDeletion ?? false;
     this.admission = new WebhookAdmission(this.store, this.services);
     this.writes = new AdmittedWrites(this.registry, this.admission);
     this.seedDefaults();
@@ -323,6 +346,12 @@ export class SandboxApiServer {
     if (r.namespace === undefined && t.namespaced && verb !== "list" && verb !== "watch") {
       throw new ApiError(404, "NotFound", "the server could not find the requested resource");
     }
+    if (r.subresource === "binding") {
+      if (verb !== "create")
+        throw methodNotAllowed("the server does not allow this method on the requested resource");
+      requireJson(req);
+      return send(res, 201, bindPod(this.registry, r.namespace!, r.name!, await readBody(req), dryRun));
+    }
     switch (verb) {
       case "get": {
         const o = this.registry.peek(t, r.namespace, r.name!);
@@ -400,13 +429,15 @@ export class SandboxApiServer {
         if (r.subresource)
           throw methodNotAllowed("the server does not allow this method on the requested resource");
         const body = (await readBody(req)) as
-          | { preconditions?: { uid?: string; resourceVersion?: string } }
+          | { preconditions?: { uid?: string; resourceVersion?: string }; gracePeriodSeconds?: unknown }
           | undefined;
         const preconditions = body && typeof body === "object" ? body.preconditions : undefined;
+        const gracePeriodSeconds = gracePeriodOf(body, query);
+        const options = { dryRun, preconditions, gracePeriodSeconds };
         if (!this.writes.active(t))
-          return send(res, 200, this.registry.delete(t, r.namespace, r.name!, { dryRun, preconditions }));
+          return send(res, 200, this.registry.delete(t, r.namespace, r.name!, options));
         const ctx = this.admissionContext(req);
-        const deleted = await this.writes.delete(t, r.namespace, r.name!, { dryRun, preconditions }, ctx);
+        const deleted = await this.writes.delete(t, r.namespace, r.name!, options, ctx);
         return send(res, 200, deleted, warningHeaders(ctx.warnings));
       }
       case "deletecollection": {
