@@ -1,60 +1,14 @@
-// `npm start`: the whole system on the embedded sandbox. Starts the sandbox
-// (API server + CSI driver), every function as its own process the way
-// `npm run serve` runs it (admission over HTTPS, registered as webhooks),
-// the watch forwarder feeding the controllers, and a resync tick (what
-// PingSources do in a cluster). Then a short demo: a StorageClass, a claim
+// `npm start`: the whole system on the embedded sandbox (./system.ts). Then a short demo: a StorageClass, a claim
 // and a pod go from Pending to provisioned, Bound and attached. Runs until
 // Ctrl-C, then stops everything.
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdir, rm, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { createInterface } from "node:readline";
-import { KubeConfig } from "@kubernetes/client-node";
-import { type Forwarder, startForwarder } from "../shared/forwarder/index.ts";
-import { KubeJsonClient } from "../shared/kube/json-client.ts";
+import { rm } from "node:fs/promises";
+import { resolve } from "node:path";
+import type { KubeJsonClient } from "../shared/kube/json-client.ts";
 import { persistentVolumeClaims, pods, storageClasses, volumeAttachments } from "../shared/kube/resources.ts";
 import type { PersistentVolumeClaim, VolumeAttachment } from "../shared/kube/types.ts";
-import { createLogger } from "../shared/log.ts";
-import { generateCertificates } from "../shared/tls/certificates.ts";
-import { registerAdmissionWebhooks } from "./admission-webhooks.ts";
-import { startSandbox } from "./start.ts";
-
-interface Running {
-  name: string;
-  url: string;
-  child: ChildProcess;
-}
-
-/** Each function, in start order, with the kinds the forwarder sends it. */
-const functions: { name: string; kinds: string[] }[] = [
-  { name: "admission", kinds: [] },
-  { name: "binder", kinds: ["PersistentVolumeClaim", "PersistentVolume"] },
-  { name: "provisioner", kinds: ["PersistentVolumeClaim", "PersistentVolume"] },
-  {
-    name: "attach-detach",
-    kinds: ["Pod", "Node", "PersistentVolumeClaim", "PersistentVolume", "VolumeAttachment"],
-  },
-  { name: "attacher", kinds: ["VolumeAttachment", "PersistentVolume"] },
-];
+import { type RunningSystem, startSystem } from "./system.ts";
 
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
-
-function startFunction(name: string, env: Record<string, string>): Promise<Running> {
-  const child = spawn(process.execPath, ["functions/serve.ts"], {
-    env: { ...process.env, ...env, FUNCTION: name, PORT: "0", LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const lines = createInterface({ input: child.stdout! });
-  return new Promise((resolvePromise, reject) => {
-    child.once("exit", (code) =>
-      reject(new Error(`function ${name} exited with ${code} before it was ready`)),
-    );
-    lines.once("line", (line) => {
-      const ready = JSON.parse(line) as { url?: string };
-      resolvePromise({ name, url: String(ready.url), child });
-    });
-  });
-}
 
 /** Prints the demo claim's way from Pending to attached, as it happens. */
 async function runDemo(kube: KubeJsonClient, driverName: string, nodeName: string): Promise<boolean> {
@@ -126,108 +80,33 @@ async function main(): Promise<void> {
   const tickSeconds = Number(process.env.RESYNC_INTERVAL_SECONDS ?? "30");
   // A fresh API server knows no PVs, so a fresh driver must hold no volumes.
   if (process.env.SANDBOX_KEEP_STATE !== "1") await rm(dir, { recursive: true, force: true });
-  say("kube-storage-functions: starting the sandbox (API server and CSI driver)...");
-  const sandbox = await startSandbox({ port, dir });
-  const driverName = sandbox.csi.driver.config.name;
-  say(`  API server     ${sandbox.apiServer.url}`);
-  say(`  kubeconfig     ${sandbox.kubeconfigPath}`);
-  say(`  CSI driver     ${sandbox.csi.endpoint} (${driverName})`);
-
-  // The webhook needs HTTPS with a certificate the API server trusts through caBundle.
-  const certs = generateCertificates({
-    service: "admission",
-    namespace: "sandbox",
-    extraDnsNames: ["localhost", "127.0.0.1"],
-  });
-  const certDir = join(dir, "certs");
-  await mkdir(certDir, { recursive: true });
-  await writeFile(join(certDir, "tls.crt"), certs.cert);
-  await writeFile(join(certDir, "tls.key"), certs.key, { mode: 0o600 });
-
-  const env = {
-    KUBECONFIG: sandbox.kubeconfigPath,
-    CSI_ENDPOINT: sandbox.csi.endpoint,
-    DRIVER_NAME: driverName,
-    PROVISIONER_DRIVERS: driverName,
-  };
-  const running: Running[] = [];
-  for (const f of functions) {
-    say(`kube-storage-functions: starting function ${f.name}...`);
-    const extra: Record<string, string> =
-      f.name === "admission"
-        ? {
-            TLS_CERT_FILE: join(certDir, "tls.crt"),
-            TLS_KEY_FILE: join(certDir, "tls.key"),
-          }
-        : {};
-    const r = await startFunction(f.name, { ...env, ...extra });
-    running.push(r);
-    say(`  ${f.name.padEnd(14)} ${r.url}`);
-  }
-
-  const admission = running.find((r) => r.name === "admission")!;
-  registerAdmissionWebhooks(sandbox.apiServer.registry, admission.url, certs.caCert);
-  say("  webhooks       registered with the sandbox API server (HTTPS, caBundle)");
-
-  say("kube-storage-functions: starting the event forwarder...");
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromFile(sandbox.kubeconfigPath);
-  const forwarder: Forwarder = startForwarder({
-    kubeConfig,
-    routes: running
-      .filter((r) => functions.find((f) => f.name === r.name)!.kinds.length > 0)
-      .map((r) => ({
-        url: `${r.url}/`,
-        kinds: functions.find((f) => f.name === r.name)!.kinds,
-      })),
-    logger: createLogger({ name: "forwarder", level: process.env.LOG_LEVEL ?? "warn" }),
-  });
-  await forwarder.ready;
-  say("  forwarder      watching PVCs, PVs, pods, nodes and VolumeAttachments");
-
-  const timer = setInterval(() => {
-    for (const r of running) {
-      if (r.name === "admission") continue;
-      fetch(`${r.url}/resync`, { method: "POST" })
-        .then((res) => res.arrayBuffer())
-        .catch(() => undefined);
-    }
-  }, tickSeconds * 1000);
-
+  say("kube-storage-functions: starting the sandbox and every function...");
+  let system: RunningSystem | undefined;
   let stopping = false;
-  const kube = new KubeJsonClient(kubeConfig);
-  const stop = async (): Promise<void> => {
+  const stop = async (code: number): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    clearInterval(timer);
     say("kube-storage-functions: stopping...");
-    await forwarder.close();
-    await kube.close();
-    await Promise.all(
-      running.map(
-        (r) =>
-          new Promise<void>((done) => {
-            if (r.child.exitCode !== null || r.child.signalCode !== null) return done();
-            r.child.once("exit", () => done());
-            r.child.kill("SIGTERM");
-          }),
-      ),
-    );
-    await sandbox.close();
-    process.exit(0);
+    await system?.stop();
+    process.exit(code);
   };
-  process.on("SIGINT", () => void stop());
-  process.on("SIGTERM", () => void stop());
-  for (const r of running) {
-    r.child.once("exit", (code) => {
-      if (!stopping) {
-        process.stderr.write(`function ${r.name} exited unexpectedly (${code}); stopping\n`);
-        void stop();
-      }
-    });
-  }
+  process.on("SIGINT", () => void stop(0));
+  process.on("SIGTERM", () => void stop(0));
+  system = await startSystem({
+    dir,
+    port,
+    resyncSeconds: tickSeconds,
+    logLevel: process.env.LOG_LEVEL ?? "warn",
+    progress: (what, detail) => say(`  ${what.padEnd(14)} ${detail}`),
+    onFunctionExit: (name, code) => {
+      process.stderr.write(`function ${name} exited unexpectedly (${code}); stopping\n`);
+      void stop(1);
+    },
+  });
+  const { sandbox } = system;
 
-  if (process.env.DEMO !== "0") await runDemo(kube, driverName, sandbox.csi.driver.config.nodeId);
+  if (process.env.DEMO !== "0")
+    await runDemo(system.kube, system.driverName, sandbox.csi.driver.config.nodeId);
 
   say("");
   say(
@@ -235,8 +114,7 @@ async function main(): Promise<void> {
   );
   say(`  export KUBECONFIG=${sandbox.kubeconfigPath}`);
   say("  kubectl get sc,pv,pvc,volumeattachments");
-  const binder = running.find((r) => r.name === "binder");
-  if (binder) say(`  curl ${binder.url}/explain/namespaces/default/persistentvolumeclaims/<claim>`);
+  say(`  curl ${system.url("binder")}/explain/namespaces/default/persistentvolumeclaims/<claim>`);
   say("Ctrl-C stops everything.");
 }
 
