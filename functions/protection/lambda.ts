@@ -1,0 +1,8 @@
+// AWS Lambda entry of the protection function (serverless.yml): the app of
+// main.ts's build(), built once per cold start and wrapped by
+// ../lambda-adapter.ts for function URL events; a schedule invocation becomes
+// POST /resync.
+import { lambdaHandler } from "../lambda-adapter.ts";
+import { build } from "./main.ts";
+
+export const handler = lambdaHandler("protection", async () => (await build()).app);
