@@ -17,7 +17,26 @@ export const message = {
 
 /** Upstream's maxWaitForUnmountDuration: after it, an unhealthy node's volumes detach even if reported in use. */
 export const maxWaitForUnmountMs = 6 * 60 * 1000;
+/** Non-graceful node shutdown: a node with this taint (any value or effect) has its volumes detached at once. */
 export const outOfServiceTaint = "node.kubernetes.io/out-of-service";
+/** Unique volume names of CSI volumes (node status volumesInUse / volumesAttached) start with this. */
+export const csiPluginPrefix = "kubernetes.io/csi/";
+
+/** The `reason` label of upstream's forced-detach counter. */
+export const forceDetachReason = {
+  timeout: "timeout",
+  outOfService: "out-of-service",
+} as const;
+export type ForceDetachReason = (typeof forceDetachReason)[keyof typeof forceDetachReason];
+
+/** What kube-controller-manager logs when a detach starts (no Event is sent for a detach). */
+export const detachLog = {
+  started: "attacherDetacher.DetachVolume started",
+  forcedTimeout:
+    "attacherDetacher.DetachVolume started: this volume is not safe to detach, but maxWaitForUnmountDuration expired, force detaching",
+  forcedOutOfService: "attacherDetacher.DetachVolume started: node has out-of-service taint, force detaching",
+  timeoutIgnored: "Drain timeout expired for volume but disableForceDetachOnTimeout was set",
+} as const;
 
 /**
  * On a single-node (RWO/RWOP) PV: the node it is reserved for. Taken with a

@@ -1,8 +1,9 @@
 // The attach/detach controller's reconcile for one node, as a pure decision:
 // desired attachments (CSI volumes of non-terminated pods scheduled there,
 // through bound claims, for drivers that attach) against actual
-// VolumeAttachments. Detach first, then attach; single-node volumes never
-// attach to a second node.
+// VolumeAttachments. The node's status.volumesAttached is brought in step
+// first (so a volume leaves it before its detach starts), then detach, then
+// attach; single-node volumes never attach to a second node.
 import type {
   CSIDriver,
   Node,
@@ -16,12 +17,13 @@ import {
   annAttachLock,
   annAttachReported,
   annDetachRequestedAt,
-  maxWaitForUnmountMs,
+  type ForceDetachReason,
   message,
-  outOfServiceTaint,
   reason,
 } from "./constants.ts";
+import { type DetachPolicy, decideDetach, defaultDetachPolicy } from "./detach-policy.ts";
 import { uniqueVolumeName, volumeAttachmentName } from "./volume-attachment-name.ts";
+import { type AttachedVolume, expectedVolumesAttached, sameVolumesAttached } from "./volumes-attached.ts";
 
 export interface NodeReconcileInput {
   nodeName: string;
@@ -36,6 +38,8 @@ export interface NodeReconcileInput {
   /** Every VolumeAttachment (other nodes' too: single-node volumes must be checked cluster-wide). */
   attachments: readonly VolumeAttachment[];
   now: Date;
+  /** maxWaitForUnmountDuration and --disable-force-detach-on-timeout; upstream's defaults when absent. */
+  policy?: DetachPolicy;
 }
 
 export type AttachDetachStep =
@@ -44,7 +48,10 @@ export type AttachDetachStep =
   | { op: "confirm-lock"; volume: PersistentVolume }
   | { op: "release-lock"; volume: PersistentVolume }
   | { op: "create-attachment"; attachment: VolumeAttachment }
-  | { op: "delete-attachment"; attachment: VolumeAttachment }
+  /** `force`: detached without waiting for unmount (timeout or out-of-service), as upstream counts it. */
+  | { op: "delete-attachment"; attachment: VolumeAttachment; force?: ForceDetachReason }
+  /** The whole status.volumesAttached, a conditional write on the node as read. */
+  | { op: "update-node-status"; node: Node; volumesAttached: AttachedVolume[] }
   | { op: "update-attachment"; attachment: VolumeAttachment }
   | { op: "event"; pod: Pod; type: "Normal" | "Warning"; reason: string; message: string }
   /** Multi-Attach error: the message names pods elsewhere, which the runtime reads only on this rare path. */
@@ -83,13 +90,6 @@ export function isMultiAttachAllowed(pv: PersistentVolume): boolean {
   const modes = pv.spec.accessModes ?? [];
   if (modes.length === 0) return true;
   return modes.includes("ReadWriteMany") || modes.includes("ReadOnlyMany");
-}
-
-export function isNodeHealthy(node: Node | undefined): boolean {
-  if (!node) return false;
-  const ready = node.status?.conditions?.find((c) => c.type === "Ready");
-  if (ready?.status !== "True") return false;
-  return !(node.spec?.taints ?? []).some((t) => t.key === outOfServiceTaint);
 }
 
 /** Desired attachments on the node, keyed by PV name. */
@@ -136,37 +136,56 @@ export function reconcileNode(input: NodeReconcileInput): NodePlan {
     (va) => va.spec.nodeName === nodeName && va.spec.source.persistentVolumeName,
   );
   const inUse = new Set(input.node?.status?.volumesInUse ?? []);
-  const healthy = isNodeHealthy(input.node);
+  const policy = input.policy ?? defaultDetachPolicy;
 
-  // Detach first: attachments on this node that no pod wants any more.
+  // Attachments on this node that no pod wants any more: detach, or wait while the node uses them.
+  const detaches: AttachDetachStep[] = [];
+  const detaching = new Set<string>();
   for (const va of here) {
     const pvName = va.spec.source.persistentVolumeName!;
     if (desired.has(pvName) || va.metadata.deletionTimestamp) continue;
     const pv = volumes.get(pvName);
     const handle = pv?.spec.csi?.volumeHandle;
     const mounted = handle !== undefined && inUse.has(uniqueVolumeName(va.spec.attacher, handle));
-    if (mounted) {
-      // Observed: kubelet still reports the volume in use. Wait; an unhealthy node waits at most 6 minutes.
-      const since = va.metadata.annotations?.[annDetachRequestedAt];
-      if (!since) {
+    const requestedAt = va.metadata.annotations?.[annDetachRequestedAt];
+    const decision = decideDetach({ node: input.node, mounted, requestedAt, now: input.now, policy });
+    if (decision.action === "wait") {
+      if (decision.startTimer)
         steps.push({
           op: "update-attachment",
           attachment: annotate(va, annDetachRequestedAt, input.now.toISOString()),
         });
-        summary.push(`detach of ${pvName} waits: the node still uses it`);
-        continue;
-      }
-      const waited = input.now.getTime() - Date.parse(since);
-      if (healthy || waited < maxWaitForUnmountMs) {
-        summary.push(`detach of ${pvName} waits: the node still uses it`);
-        continue;
-      }
-      summary.push(`detaching ${pvName} from unhealthy node after ${Math.round(waited / 1000)}s`);
-    } else {
-      summary.push(`detaching ${pvName}`);
+      summary.push(
+        decision.timeoutIgnored
+          ? `detach of ${pvName} waits: the node still uses it (force detach on timeout is disabled)`
+          : `detach of ${pvName} waits: the node still uses it`,
+      );
+      continue;
     }
-    steps.push({ op: "delete-attachment", attachment: va });
+    summary.push(decision.force ? `force detaching ${pvName} (${decision.force})` : `detaching ${pvName}`);
+    detaches.push({
+      op: "delete-attachment",
+      attachment: va,
+      ...(decision.force ? { force: decision.force } : {}),
+    });
+    detaching.add(va.metadata.name);
   }
+
+  // The node stops listing a volume before its detach starts: a failed write stops the detach too.
+  if (input.node) {
+    const volumesAttached = expectedVolumesAttached({
+      node: input.node,
+      attachments: input.attachments,
+      volumes: input.volumes,
+      drivers: input.drivers,
+      detaching,
+    });
+    if (!sameVolumesAttached(input.node.status?.volumesAttached, volumesAttached)) {
+      steps.unshift({ op: "update-node-status", node: input.node, volumesAttached });
+      summary.unshift(`node lists ${volumesAttached.length} attached volume(s)`);
+    }
+  }
+  steps.push(...detaches);
 
   // Locks this node holds on volumes it neither wants nor has an attachment for are released.
   for (const pv of input.volumes) {

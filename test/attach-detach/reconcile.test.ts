@@ -8,6 +8,7 @@ import {
   annAttachReported,
   annDetachRequestedAt,
 } from "../../shared/attach-detach/constants.ts";
+import { type DetachPolicy, defaultDetachPolicy } from "../../shared/attach-detach/detach-policy.ts";
 import {
   type AttachDetachStep,
   desiredVolumes,
@@ -16,6 +17,7 @@ import {
   reconcileNode,
 } from "../../shared/attach-detach/reconcile-node.ts";
 import { uniqueVolumeName, volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
+import { expectedVolumesAttached } from "../../shared/attach-detach/volumes-attached.ts";
 import type {
   CSIDriver,
   Node,
@@ -28,19 +30,32 @@ import type {
 const driver = "hostpath.csi.k8s.io";
 const now = new Date("2026-01-01T00:10:00Z");
 
-function node(name: string, opts: { ready?: boolean; inUse?: string[]; outOfService?: boolean } = {}): Node {
+function node(
+  name: string,
+  opts: {
+    ready?: boolean;
+    inUse?: string[];
+    outOfService?: boolean | { value?: string; effect: string };
+    attached?: { name: string; devicePath: string }[];
+  } = {},
+): Node {
+  const taint = opts.outOfService === true ? { effect: "NoExecute" } : opts.outOfService || undefined;
   return {
     apiVersion: "v1",
     kind: "Node",
-    metadata: { name },
-    spec: opts.outOfService
-      ? { taints: [{ key: "node.kubernetes.io/out-of-service", effect: "NoExecute" }] }
-      : {},
+    metadata: { name, resourceVersion: "7" },
+    spec: taint ? { taints: [{ key: "node.kubernetes.io/out-of-service", ...taint }] } : {},
     status: {
       conditions: [{ type: "Ready", status: opts.ready === false ? "False" : "True" }],
       ...(opts.inUse ? { volumesInUse: opts.inUse } : {}),
+      ...(opts.attached ? { volumesAttached: opts.attached } : {}),
     },
   };
+}
+
+/** A node status entry of ours for pvN (volume handle h-pvN of the test driver). */
+function listed(pvName: string, driverName = driver): { name: string; devicePath: string } {
+  return { name: uniqueVolumeName(driverName, `h-${pvName}`), devicePath: "" };
 }
 
 function pod(name: string, claim: string, nodeName: string, phase = "Running"): Pod {
@@ -125,8 +140,11 @@ function describeStep(s: AttachDetachStep): string {
     case "release-lock":
       return `${s.op} ${s.volume.metadata.name}`;
     case "create-attachment":
-    case "delete-attachment":
       return `${s.op} ${s.attachment.spec.source.persistentVolumeName}@${s.attachment.spec.nodeName}`;
+    case "delete-attachment":
+      return `${s.op} ${s.attachment.spec.source.persistentVolumeName}@${s.attachment.spec.nodeName}${s.force ? ` force=${s.force}` : ""}`;
+    case "update-node-status":
+      return `${s.op} ${s.node.metadata.name} [${s.volumesAttached.map((v) => `${v.name}=${JSON.stringify(v.devicePath)}`).join(", ")}]`;
     case "update-attachment":
       return `${s.op} ${s.attachment.spec.source.persistentVolumeName} ${JSON.stringify(s.attachment.metadata.annotations ?? {})}`;
     case "event":
@@ -243,6 +261,7 @@ describe("attach/detach: reconcile", () => {
       name: "attached: SuccessfulAttachVolume once per pod, remembered on the VolumeAttachment",
       in: {
         ...base,
+        node: node("node-a", { attached: [listed("pv1")] }),
         volumes: [pv("pv1", "c", { lock: "node-a" })],
         attachments: [va("pv1", "node-a", { status: { attached: true } })],
       },
@@ -252,9 +271,10 @@ describe("attach/detach: reconcile", () => {
       ],
     },
     {
-      name: "attached and announced: nothing to do",
+      name: "attached, announced and listed: nothing to do",
       in: {
         ...base,
+        node: node("node-a", { attached: [listed("pv1")] }),
         volumes: [pv("pv1", "c", { lock: "node-a" })],
         attachments: [
           va("pv1", "node-a", { status: { attached: true }, annotations: { [annAttachReported]: "true" } }),
@@ -304,7 +324,7 @@ describe("attach/detach: reconcile", () => {
       want: [],
     },
     {
-      name: "an unhealthy node gets 6 minutes, then the volume detaches",
+      name: "an unhealthy node gets 6 minutes, then the volume is force detached",
       in: {
         node: node("node-a", { ready: false, inUse: [uniqueVolumeName(driver, "h-pv1")] }),
         volumes: [pv("pv1", "c", { lock: "node-a" })],
@@ -312,7 +332,7 @@ describe("attach/detach: reconcile", () => {
           va("pv1", "node-a", { annotations: { [annDetachRequestedAt]: "2026-01-01T00:03:59Z" } }),
         ],
       },
-      want: ["delete-attachment pv1@node-a"],
+      want: ["delete-attachment pv1@node-a force=timeout"],
     },
     {
       name: "... but not before the 6 minutes are up",
@@ -324,17 +344,6 @@ describe("attach/detach: reconcile", () => {
         ],
       },
       want: [],
-    },
-    {
-      name: "an out-of-service node counts as unhealthy",
-      in: {
-        node: node("node-a", { outOfService: true, inUse: [uniqueVolumeName(driver, "h-pv1")] }),
-        volumes: [pv("pv1", "c", { lock: "node-a" })],
-        attachments: [
-          va("pv1", "node-a", { annotations: { [annDetachRequestedAt]: "2026-01-01T00:00:00Z" } }),
-        ],
-      },
-      want: ["delete-attachment pv1@node-a"],
     },
     {
       name: "a lock with no attachment and no pod here is released",
@@ -365,6 +374,327 @@ describe("attach/detach: reconcile", () => {
         attachments: [va("pv1", "node-a")],
       },
       want: ["delete-attachment pv1@node-a"],
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, () => assert.deepEqual(ops(reconcileNode(input(c.in)).steps), c.want));
+  }
+});
+
+describe("attach/detach: node status volumesAttached", () => {
+  const base = { pods: [pod("p", "c", "node-a")], claims: [claim("c", "pv1")] };
+  const attached = { status: { attached: true }, annotations: { [annAttachReported]: "true" } };
+  const vol1 = listed("pv1");
+  const inTree = { name: "kubernetes.io/aws-ebs/vol-0abc", devicePath: "/dev/xvdf" };
+  const noAttach = { name: "kubernetes.io/csi/noattach.csi^h-x", devicePath: "" };
+  const cases: { name: string; in: Partial<NodeReconcileInput>; want: string[] }[] = [
+    {
+      name: "attach reported: the volume is listed, with an empty devicePath, before anything else",
+      in: {
+        ...base,
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", { status: { attached: true } })],
+      },
+      want: [
+        `update-node-status node-a [${vol1.name}=""]`,
+        "event p Normal SuccessfulAttachVolume",
+        `update-attachment pv1 {"${annAttachReported}":"true"}`,
+      ],
+    },
+    {
+      name: "not attached yet: not listed, nothing written",
+      in: {
+        ...base,
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", { status: { attached: false } })],
+      },
+      want: [],
+    },
+    {
+      name: "already right: no write",
+      in: {
+        ...base,
+        node: node("node-a", { attached: [vol1] }),
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", attached)],
+      },
+      want: [],
+    },
+    {
+      name: "already right in another writer's order: no write",
+      in: {
+        ...base,
+        node: node("node-a", { attached: [vol1, inTree] }),
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", attached)],
+      },
+      want: [],
+    },
+    {
+      name: "detach: the volume leaves the list first, then the VolumeAttachment is deleted",
+      in: {
+        node: node("node-a", { attached: [vol1] }),
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", attached)],
+      },
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a"],
+    },
+    {
+      name: "a detach that waits for unmount keeps the volume listed",
+      in: {
+        node: node("node-a", { attached: [vol1], inUse: [vol1.name] }),
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [
+          va("pv1", "node-a", {
+            ...attached,
+            annotations: { ...attached.annotations, [annDetachRequestedAt]: "2026-01-01T00:09:00Z" },
+          }),
+        ],
+      },
+      want: [],
+    },
+    {
+      name: "a VolumeAttachment being deleted is not listed",
+      in: {
+        node: node("node-a", { attached: [vol1] }),
+        volumes: [pv("pv1", "c")],
+        attachments: [
+          va("pv1", "node-a", {
+            status: { attached: true },
+            metadata: {
+              name: volumeAttachmentName("h-pv1", driver, "node-a"),
+              deletionTimestamp: "2026-01-01T00:00:00Z",
+            },
+          }),
+        ],
+      },
+      want: ["update-node-status node-a []"],
+    },
+    {
+      name: "attached=false (unpublished) is not listed",
+      in: {
+        ...base,
+        node: node("node-a", { attached: [vol1] }),
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", { status: { attached: false } })],
+      },
+      want: ["update-node-status node-a []"],
+    },
+    {
+      name: "foreign entries are kept (in-tree plugins, CSI drivers without attach), the list sorted by name",
+      in: {
+        ...base,
+        node: node("node-a", { attached: [noAttach, inTree] }),
+        drivers: [csiDriver("noattach.csi", false)],
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", attached)],
+      },
+      want: [`update-node-status node-a [${inTree.name}="/dev/xvdf", ${vol1.name}="", ${noAttach.name}=""]`],
+    },
+    {
+      name: "a stale entry of ours with no VolumeAttachment is dropped (what resync repairs); foreign ones stay",
+      in: { node: node("node-a", { attached: [listed("gone"), inTree, listed("old", "other.csi")] }) },
+      want: [`update-node-status node-a [${inTree.name}="/dev/xvdf"]`],
+    },
+    {
+      name: "duplicate entries are written once",
+      in: {
+        ...base,
+        node: node("node-a", { attached: [vol1, vol1] }),
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", attached)],
+      },
+      want: [`update-node-status node-a [${vol1.name}=""]`],
+    },
+    {
+      name: "an attached VolumeAttachment whose PV is gone is detached, and leaves the list first",
+      in: {
+        node: node("node-a", { attached: [vol1] }),
+        attachments: [va("pv1", "node-a", attached)],
+      },
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a"],
+    },
+    {
+      name: "an inline CSI volume's attachment is listed by its handle",
+      in: {
+        attachments: [
+          {
+            apiVersion: "storage.k8s.io/v1",
+            kind: "VolumeAttachment",
+            metadata: { name: "csi-inline", uid: "u" },
+            spec: {
+              attacher: driver,
+              nodeName: "node-a",
+              source: { inlineVolumeSpec: { csi: { driver, volumeHandle: "h-inline" } } },
+            },
+            status: { attached: true },
+          },
+        ],
+      },
+      want: [`update-node-status node-a [${listed("inline").name}=""]`],
+    },
+    {
+      name: "other nodes' attachments are not this node's business",
+      in: {
+        node: node("node-a", { attached: [vol1] }),
+        pods: [pod("p", "c", "node-b")],
+        claims: [claim("c", "pv1")],
+        volumes: [pv("pv1", "c", { lock: "node-b" })],
+        attachments: [va("pv1", "node-b", attached)],
+      },
+      want: ["update-node-status node-a []"],
+    },
+    {
+      name: "a deleted Node gets no status write",
+      in: {
+        node: undefined,
+        volumes: [pv("pv1", "c", { lock: "node-b" })],
+        attachments: [va("pv1", "node-b", attached)],
+      },
+      want: [],
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, () => assert.deepEqual(ops(reconcileNode(input(c.in)).steps), c.want));
+  }
+
+  it("the status step carries the node as read (its resourceVersion makes the write conditional)", () => {
+    const n = node("node-a");
+    const plan = reconcileNode(
+      input({
+        ...base,
+        node: n,
+        volumes: [pv("pv1", "c", { lock: "node-a" })],
+        attachments: [va("pv1", "node-a", attached)],
+      }),
+    );
+    const step = plan.steps[0];
+    assert.equal(step?.op, "update-node-status");
+    assert.equal(step.op === "update-node-status" ? step.node.metadata.resourceVersion : "", "7");
+  });
+
+  it("expectedVolumesAttached: the chaos check's invariant (every attached VolumeAttachment of the node, nothing else of ours)", () => {
+    const n = node("node-a", { attached: [inTree, listed("stale")] });
+    const vas = [
+      va("pv1", "node-a", attached),
+      va("pv2", "node-a", { status: { attached: false } }),
+      va("pv3", "node-b", attached),
+    ];
+    const pvs = [pv("pv1", "c"), pv("pv2", "d"), pv("pv3", "e")];
+    assert.deepEqual(expectedVolumesAttached({ node: n, attachments: vas, volumes: pvs, drivers: [] }), [
+      inTree,
+      vol1,
+    ]);
+    // Without pv1 the attached VolumeAttachment cannot be named: entries of its driver stay as they are.
+    assert.deepEqual(
+      expectedVolumesAttached({ node: n, attachments: vas, volumes: pvs.slice(1), drivers: [] }),
+      [inTree, listed("stale")],
+    );
+  });
+});
+
+describe("attach/detach: force detach (non-graceful shutdown, unmount timeout)", () => {
+  const inUse = [uniqueVolumeName(driver, "h-pv1")];
+  const listedVa = (requestedAt?: string) =>
+    va("pv1", "node-a", {
+      status: { attached: true },
+      annotations: {
+        [annAttachReported]: "true",
+        ...(requestedAt ? { [annDetachRequestedAt]: requestedAt } : {}),
+      },
+    });
+  const world = (n: Node, requestedAt?: string): Partial<NodeReconcileInput> => ({
+    node: n,
+    volumes: [pv("pv1", "c", { lock: "node-a" })],
+    attachments: [listedVa(requestedAt)],
+  });
+  const attachedList = { attached: [listed("pv1")] };
+  const disabled: DetachPolicy = { ...defaultDetachPolicy, disableForceDetachOnTimeout: true };
+  const cases: { name: string; in: Partial<NodeReconcileInput>; want: string[] }[] = [
+    {
+      name: "out-of-service: detached at once although in use and Ready, no timer",
+      in: world(node("node-a", { ...attachedList, inUse, outOfService: true })),
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a force=out-of-service"],
+    },
+    {
+      name: "out-of-service with any value and effect counts",
+      in: world(
+        node("node-a", {
+          ...attachedList,
+          inUse,
+          outOfService: { value: "nodeshutdown", effect: "NoSchedule" },
+        }),
+      ),
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a force=out-of-service"],
+    },
+    {
+      name: "out-of-service and not in use: still counted as an out-of-service detach",
+      in: world(node("node-a", { ...attachedList, outOfService: true })),
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a force=out-of-service"],
+    },
+    {
+      name: "out-of-service forces even with force detach on timeout disabled",
+      in: { ...world(node("node-a", { ...attachedList, inUse, outOfService: true })), policy: disabled },
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a force=out-of-service"],
+    },
+    {
+      name: "timeout on: a NotReady node still using the volume after 6 minutes is force detached",
+      in: world(node("node-a", { ...attachedList, inUse, ready: false }), "2026-01-01T00:03:59Z"),
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a force=timeout"],
+    },
+    {
+      name: "timeout off (--disable-force-detach-on-timeout): it keeps waiting",
+      in: {
+        ...world(node("node-a", { ...attachedList, inUse, ready: false }), "2026-01-01T00:00:00Z"),
+        policy: disabled,
+      },
+      want: [],
+    },
+    {
+      name: "a healthy node is never force detached, however long it waited",
+      in: world(node("node-a", { ...attachedList, inUse }), "2025-12-01T00:00:00Z"),
+      want: [],
+    },
+    {
+      name: "a NotReady node in use starts the timer first",
+      in: world(node("node-a", { ...attachedList, inUse, ready: false })),
+      want: [
+        `update-attachment pv1 {"${annAttachReported}":"true","${annDetachRequestedAt}":"${now.toISOString()}"}`,
+      ],
+    },
+    {
+      name: "an unreadable timer is started again",
+      in: world(node("node-a", { ...attachedList, inUse, ready: false }), "yesterday"),
+      want: [
+        `update-attachment pv1 {"${annAttachReported}":"true","${annDetachRequestedAt}":"${now.toISOString()}"}`,
+      ],
+    },
+    {
+      name: "a configured maxWaitForUnmountDuration (60 s): force detached after it",
+      in: {
+        ...world(node("node-a", { ...attachedList, inUse, ready: false }), "2026-01-01T00:08:59Z"),
+        policy: { ...defaultDetachPolicy, maxWaitForUnmountMs: 60_000 },
+      },
+      want: ["update-node-status node-a []", "delete-attachment pv1@node-a force=timeout"],
+    },
+    {
+      name: "... and not before",
+      in: {
+        ...world(node("node-a", { ...attachedList, inUse, ready: false }), "2026-01-01T00:09:30Z"),
+        policy: { ...defaultDetachPolicy, maxWaitForUnmountMs: 60_000 },
+      },
+      want: [],
+    },
+    {
+      name: "a node without a Ready condition is unhealthy",
+      in: world(
+        {
+          ...node("node-a", { ...attachedList, inUse }),
+          status: { volumesInUse: inUse, volumesAttached: [listed("pv1")] },
+        },
+        "2026-01-01T00:00:00Z",
+      ),
+      want: [`update-node-status node-a []`, "delete-attachment pv1@node-a force=timeout"],
     },
   ];
   for (const c of cases) {

@@ -19,13 +19,20 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../kube/types.ts";
-import { annAttachLock, reason } from "../constants.ts";
+import { annAttachLock, detachLog, forceDetachReason, reason } from "../constants.ts";
+import { type DetachPolicy, defaultDetachPolicy } from "../detach-policy.ts";
 import { type AttachDetachStep, multiAttachMessage, reconcileNode } from "../reconcile-node.ts";
+import { type AttachDetachMetrics, attachDetachMetrics } from "./attach-detach-metrics.ts";
 
 export interface NodeReport {
   node: string;
   outcome: string;
   writes: number;
+}
+
+/** Where detaches are logged, as kube-controller-manager logs them (a pino Logger fits). */
+export interface DetachLogger {
+  info(details: Record<string, unknown>, message: string): void;
 }
 
 export interface AttachDetachControllerOptions {
@@ -34,6 +41,11 @@ export interface AttachDetachControllerOptions {
   now?: () => Date;
   maxAttempts?: number;
   resyncConcurrency?: number;
+  /** maxWaitForUnmountDuration and --disable-force-detach-on-timeout; upstream's defaults when absent. */
+  policy?: DetachPolicy;
+  /** Defaults to the process registry's. */
+  metrics?: AttachDetachMetrics;
+  log?: DetachLogger;
 }
 
 function str(v: unknown): string | undefined {
@@ -56,6 +68,9 @@ export class AttachDetachController implements Controller {
   private readonly now: () => Date;
   private readonly maxAttempts: number;
   private readonly resyncConcurrency: number;
+  private readonly policy: DetachPolicy;
+  private readonly metrics: AttachDetachMetrics;
+  private readonly log: DetachLogger | undefined;
 
   constructor(o: AttachDetachControllerOptions) {
     this.kube = o.kube;
@@ -63,6 +78,9 @@ export class AttachDetachController implements Controller {
     this.now = o.now ?? (() => new Date());
     this.maxAttempts = o.maxAttempts ?? 5;
     this.resyncConcurrency = o.resyncConcurrency ?? 4;
+    this.policy = o.policy ?? defaultDetachPolicy;
+    this.metrics = o.metrics ?? attachDetachMetrics();
+    this.log = o.log;
   }
 
   async handleEvent(e: ControllerEvent): Promise<NodeReport[]> {
@@ -152,8 +170,10 @@ export class AttachDetachController implements Controller {
     nodeName: string,
     hintVolumes: string[],
   ): Promise<{ report: NodeReport; released: string[] }> {
-    const [node, podList, attachments, drivers] = await Promise.all([
-      getOptional(() => this.kube.get<Node>(nodes, nodeName)),
+    // The node first: its status write is conditional on this read, so a write that succeeds was
+    // decided on attachments read after every earlier successful write (no stale list wins).
+    const node = await getOptional(() => this.kube.get<Node>(nodes, nodeName));
+    const [podList, attachments, drivers] = await Promise.all([
       this.kube.list<Pod>(pods, { fieldSelector: `spec.nodeName=${nodeName}` }),
       this.kube.list<VolumeAttachment>(volumeAttachments),
       this.kube.list<CSIDriver>(csiDrivers),
@@ -190,6 +210,7 @@ export class AttachDetachController implements Controller {
       drivers: drivers.items,
       attachments: attachments.items,
       now: this.now(),
+      policy: this.policy,
     });
     let writes = 0;
     const released: string[] = [];
@@ -234,6 +255,8 @@ export class AttachDetachController implements Controller {
           return 0;
         }
         return 1;
+      case "update-node-status":
+        return this.writeVolumesAttached(step);
       case "delete-attachment":
         try {
           await this.kube.delete(volumeAttachments, step.attachment.metadata.name, undefined, {
@@ -243,6 +266,7 @@ export class AttachDetachController implements Controller {
           if (!isNotFound(err)) throw err;
           return 0;
         }
+        this.detachStarted(step);
         return 1;
       case "update-attachment":
         await this.kube.replace(volumeAttachments, step.attachment);
@@ -260,6 +284,47 @@ export class AttachDetachController implements Controller {
         return 0;
       }
     }
+  }
+
+  /**
+   * A merge patch of the whole list, conditional on the resourceVersion read
+   * (a 409 re-decides); an empty list is sent as null, as upstream's patch
+   * drops the field. A node deleted meanwhile has nothing to report.
+   */
+  private async writeVolumesAttached(
+    step: Extract<AttachDetachStep, { op: "update-node-status" }>,
+  ): Promise<number> {
+    const { name, resourceVersion } = step.node.metadata;
+    const patch = {
+      metadata: { resourceVersion },
+      status: { volumesAttached: step.volumesAttached.length > 0 ? step.volumesAttached : null },
+    };
+    try {
+      await this.kube.patch<Node>(nodes, name, undefined, patch, "merge", { subresource: "status" });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      return 0;
+    }
+    return 1;
+  }
+
+  private detachStarted(step: Extract<AttachDetachStep, { op: "delete-attachment" }>): void {
+    const details = {
+      node: step.attachment.spec.nodeName,
+      volumeName: step.attachment.spec.source.persistentVolumeName,
+      volumeAttachment: step.attachment.metadata.name,
+    };
+    if (step.force === undefined) {
+      this.log?.info(details, detachLog.started);
+      return;
+    }
+    this.metrics.forcedDetaches.inc({ reason: step.force });
+    if (step.force === forceDetachReason.timeout)
+      this.log?.info(
+        { ...details, duration: `${this.policy.maxWaitForUnmountMs / 1000}s` },
+        detachLog.forcedTimeout,
+      );
+    else this.log?.info(details, detachLog.forcedOutOfService);
   }
 
   /** Pods on other nodes that use the volume, for the Multi-Attach message. */
