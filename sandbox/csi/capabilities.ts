@@ -29,6 +29,19 @@ export const pluginCapabilityNames = [
 ] as const;
 export type PluginCapability = (typeof pluginCapabilityNames)[number];
 
+export const nodeCapabilityNames = [
+  "STAGE_UNSTAGE_VOLUME",
+  "GET_VOLUME_STATS",
+  "EXPAND_VOLUME",
+  "VOLUME_CONDITION",
+  "SINGLE_NODE_MULTI_WRITER",
+  "VOLUME_MOUNT_GROUP",
+] as const;
+export type NodeCapability = (typeof nodeCapabilityNames)[number];
+
+/** A node plugin that stages, so the kubelet's MountDevice step runs as on most real drivers. */
+export const defaultNodeCapabilities: readonly NodeCapability[] = ["STAGE_UNSTAGE_VOLUME"];
+
 export const defaultControllerCapabilities: readonly ControllerCapability[] = [
   "CREATE_DELETE_VOLUME",
   "PUBLISH_UNPUBLISH_VOLUME",
@@ -65,6 +78,12 @@ export const requiredCapability: Readonly<Record<string, ControllerCapability>> 
   ControllerExpandVolume: "EXPAND_VOLUME",
 };
 
+/** The capability a node RPC needs (the Node service's own list). */
+export const requiredNodeCapability: Readonly<Record<string, NodeCapability>> = {
+  NodeStageVolume: "STAGE_UNSTAGE_VOLUME",
+  NodeUnstageVolume: "STAGE_UNSTAGE_VOLUME",
+};
+
 function checkNames<T extends string>(what: string, known: readonly T[], given: readonly string[]): T[] {
   for (const name of given) {
     if (!(known as readonly string[]).includes(name)) {
@@ -76,6 +95,10 @@ function checkNames<T extends string>(what: string, known: readonly T[], given: 
 
 export function controllerCapabilities(given: readonly string[] | undefined): ControllerCapability[] {
   return checkNames("controller", controllerCapabilityNames, given ?? defaultControllerCapabilities);
+}
+
+export function nodeCapabilities(given: readonly string[] | undefined): NodeCapability[] {
+  return checkNames("node", nodeCapabilityNames, given ?? defaultNodeCapabilities);
 }
 
 export function pluginCapabilities(given: readonly string[] | undefined): PluginCapability[] {

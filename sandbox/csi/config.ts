@@ -2,6 +2,8 @@
 import {
   type ControllerCapability,
   controllerCapabilities,
+  type NodeCapability,
+  nodeCapabilities,
   type PluginCapability,
   pluginCapabilities,
 } from "./capabilities.ts";
@@ -22,6 +24,8 @@ export interface CsiDriverOptions {
   topologyKey?: string;
   controllerCapabilities?: readonly ControllerCapability[];
   pluginCapabilities?: readonly PluginCapability[];
+  /** What NodeGetCapabilities advertises; default STAGE_UNSTAGE_VOLUME. */
+  nodeCapabilities?: readonly NodeCapability[];
   /** Largest volume; larger required_bytes is OUT_OF_RANGE. Default 1 TiB. */
   maxVolumeBytes?: number;
   /** Sum of all volume capacities; beyond it CreateVolume is RESOURCE_EXHAUSTED. Default 100 TiB. */
@@ -39,6 +43,7 @@ export interface DriverConfig {
   topologyKey: string;
   controllerCapabilities: ReadonlySet<ControllerCapability>;
   pluginCapabilities: ReadonlySet<PluginCapability>;
+  nodeCapabilities: ReadonlySet<NodeCapability>;
   maxVolumeBytes: number;
   totalCapacityBytes: number;
   defaultVolumeBytes: number;
@@ -66,6 +71,7 @@ export function resolveConfig(options: CsiDriverOptions): DriverConfig {
     topologyKey: options.topologyKey ?? "topology.hostpath.csi/node",
     controllerCapabilities: new Set(controllerCapabilities(options.controllerCapabilities)),
     pluginCapabilities: new Set(pluginCapabilities(options.pluginCapabilities)),
+    nodeCapabilities: new Set(nodeCapabilities(options.nodeCapabilities)),
     maxVolumeBytes: sizeOption("maxVolumeBytes", options.maxVolumeBytes, TiB),
     totalCapacityBytes: sizeOption("totalCapacityBytes", options.totalCapacityBytes, 100 * TiB),
     defaultVolumeBytes: sizeOption("defaultVolumeBytes", options.defaultVolumeBytes, GiB),

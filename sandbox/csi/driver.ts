@@ -2,7 +2,7 @@
 // injection, capability checks and serialization of mutating calls around
 // it, plus the in-process introspection tests use. Knows nothing of gRPC.
 import { setTimeout as sleep } from "node:timers/promises";
-import { requiredCapability } from "./capabilities.ts";
+import { requiredCapability, requiredNodeCapability } from "./capabilities.ts";
 import { type CsiDriverOptions, type DriverConfig, type DriverContext, resolveConfig } from "./config.ts";
 import { createVolume } from "./create-volume.ts";
 import { CsiError } from "./errors.ts";
@@ -16,6 +16,8 @@ import {
   probe,
 } from "./identity.ts";
 import type * as m from "./messages.ts";
+import { publishNodeVolume, unpublishNodeVolume } from "./node-publish.ts";
+import { stageVolume, unstageVolume } from "./node-stage.ts";
 import { publishVolume, unpublishVolume } from "./publish.ts";
 import { SerialQueue } from "./serial.ts";
 import { createSnapshot, deleteSnapshot, listSnapshots } from "./snapshots.ts";
@@ -47,9 +49,18 @@ export interface CsiMethods {
   DeleteSnapshot(req: m.DeleteSnapshotRequest): Promise<m.Empty>;
   ListSnapshots(req: m.ListSnapshotsRequest): Promise<m.ListSnapshotsResponse>;
   ControllerExpandVolume(req: m.ControllerExpandVolumeRequest): Promise<m.ControllerExpandVolumeResponse>;
+  NodeStageVolume(req: m.NodeStageVolumeRequest): Promise<m.Empty>;
+  NodeUnstageVolume(req: m.NodeUnstageVolumeRequest): Promise<m.Empty>;
+  NodePublishVolume(req: m.NodePublishVolumeRequest): Promise<m.Empty>;
+  NodeUnpublishVolume(req: m.NodeUnpublishVolumeRequest): Promise<m.Empty>;
   NodeGetCapabilities(req: m.Empty): Promise<m.NodeGetCapabilitiesResponse>;
   NodeGetInfo(req: m.Empty): Promise<m.NodeGetInfoResponse>;
 }
+
+/** Each method as the driver runs it: Node-service calls also get the node their plugin serves. */
+type CsiHandlers = {
+  [M in CsiMethodName]: (req: CsiRequest<M>, node: string) => Promise<CsiResponse<M>>;
+};
 
 export type CsiMethodName = keyof CsiMethods;
 export type CsiRequest<M extends CsiMethodName> = Parameters<CsiMethods[M]>[0];
@@ -72,7 +83,14 @@ export const serviceMethods = {
     "ListSnapshots",
     "ControllerExpandVolume",
   ],
-  Node: ["NodeGetCapabilities", "NodeGetInfo"],
+  Node: [
+    "NodeStageVolume",
+    "NodeUnstageVolume",
+    "NodePublishVolume",
+    "NodeUnpublishVolume",
+    "NodeGetCapabilities",
+    "NodeGetInfo",
+  ],
 } as const satisfies Record<string, readonly CsiMethodName[]>;
 
 export const methodNames: readonly CsiMethodName[] = Object.values(serviceMethods).flat();
@@ -85,6 +103,10 @@ const mutatingMethods: ReadonlySet<CsiMethodName> = new Set<CsiMethodName>([
   "CreateSnapshot",
   "DeleteSnapshot",
   "ControllerExpandVolume",
+  "NodeStageVolume",
+  "NodeUnstageVolume",
+  "NodePublishVolume",
+  "NodeUnpublishVolume",
 ]);
 
 /** Calls that never read the records: their answers cannot report an unsaved change. */
@@ -106,6 +128,10 @@ export interface BackingVolume {
   /** Absolute path of the directory (mount) or sparse file (block). */
   path: string;
   publishedNodes: string[];
+  /** Where NodeStageVolume staged it, per node. */
+  staged: { node: string; path: string }[];
+  /** Where NodePublishVolume published it, per node and target path. */
+  nodePublished: { node: string; targetPath: string; readonly: boolean; stagingPath: string }[];
   contentSource?: ContentSourceRecord;
   accessibleTopology: Record<string, string>[];
   parameters: Record<string, string>;
@@ -137,7 +163,7 @@ export class CsiDriver {
   private ready = true;
   private closed = false;
   private stats: DriverStats = { calls: {}, injected: {} };
-  private readonly handlers: CsiMethods;
+  private readonly handlers: CsiHandlers;
 
   private constructor(config: DriverConfig, store: DriverStore) {
     this.config = config;
@@ -159,8 +185,12 @@ export class CsiDriver {
       DeleteSnapshot: (req) => deleteSnapshot(ctx, req),
       ListSnapshots: (req) => listSnapshots(ctx, req),
       ControllerExpandVolume: (req) => expandVolume(ctx, req),
-      NodeGetCapabilities: async () => nodeCapabilities(),
-      NodeGetInfo: async () => nodeInfo(config),
+      NodeStageVolume: (req, node) => stageVolume(ctx, node, req),
+      NodeUnstageVolume: (req, node) => unstageVolume(ctx, node, req),
+      NodePublishVolume: (req, node) => publishNodeVolume(ctx, node, req),
+      NodeUnpublishVolume: (req, node) => unpublishNodeVolume(ctx, node, req),
+      NodeGetCapabilities: async () => nodeCapabilities(config),
+      NodeGetInfo: async (_req, node) => nodeInfo(config, node),
     };
   }
 
@@ -176,9 +206,14 @@ export class CsiDriver {
 
   /**
    * One CSI call: injected latency and errors first, then the capability
-   * check, then the work (mutating calls one at a time).
+   * check, then the work (mutating calls one at a time). `node` is the node
+   * whose plugin received a Node-service call (default: the driver's own).
    */
-  async invoke<M extends CsiMethodName>(method: M, request: CsiRequest<M>): Promise<CsiResponse<M>> {
+  async invoke<M extends CsiMethodName>(
+    method: M,
+    request: CsiRequest<M>,
+    node: string = this.config.nodeId,
+  ): Promise<CsiResponse<M>> {
     this.stats.calls[method] = (this.stats.calls[method] ?? 0) + 1;
     const mutating = mutatingMethods.has(method);
     const fault = this.faultInjector.decide(method, mutating);
@@ -195,13 +230,20 @@ export class CsiDriver {
         `${method}: not supported, the driver does not advertise ${needed}`,
       );
     }
-    const handler = this.handlers[method] as (req: CsiRequest<M>) => Promise<CsiResponse<M>>;
+    const neededOnNode = requiredNodeCapability[method];
+    if (neededOnNode && !this.config.nodeCapabilities.has(neededOnNode)) {
+      throw new CsiError(
+        "UNIMPLEMENTED",
+        `${method}: not supported, the node plugin does not advertise ${neededOnNode}`,
+      );
+    }
+    const handler = this.handlers[method] as (req: CsiRequest<M>, node: string) => Promise<CsiResponse<M>>;
     const result = mutating
       ? await this.queue.run(() => {
           this.assertOpen(method);
-          return handler(request);
+          return handler(request, node);
         })
-      : await handler(request);
+      : await handler(request, node);
     // Outside the serialized section, so a burst of calls shares saves. Every
     // reply waits for the file to hold what it reports, its own change or
     // one it only saw (a repeated CreateVolume finding the volume made a
@@ -277,6 +319,19 @@ export class CsiDriver {
         kind: v.kind,
         path: this.ctx.store.abs(v.path),
         publishedNodes: Object.keys(v.publishedNodes).sort(),
+        staged: Object.entries(v.nodeStaged ?? {})
+          .map(([node, s]) => ({ node, path: s.path }))
+          .sort((a, b) => a.node.localeCompare(b.node)),
+        nodePublished: Object.entries(v.nodeMounts ?? {})
+          .flatMap(([node, mounts]) =>
+            Object.entries(mounts).map(([targetPath, p]) => ({
+              node,
+              targetPath,
+              readonly: p.readonly,
+              stagingPath: p.stagingPath,
+            })),
+          )
+          .sort((a, b) => a.node.localeCompare(b.node) || a.targetPath.localeCompare(b.targetPath)),
         ...(v.contentSource ? { contentSource: { ...v.contentSource } } : {}),
         accessibleTopology: v.accessibleTopology.map((t) => ({ ...t })),
         parameters: { ...v.parameters },

@@ -13,21 +13,35 @@ import { type CsiDriver, type CsiMethodName, type CsiRequest, serviceMethods } f
 import { CsiError } from "./errors.ts";
 import { type CsiServiceName, csiService } from "./proto.ts";
 
-export function addCsiServices(server: Server, driver: CsiDriver): void {
+export interface CsiServicesOptions {
+  /** The node this server's Node service runs on; default the driver's own node. */
+  node?: string;
+  /** Serve the Controller service too (as the driver advertises); default true. */
+  controller?: boolean;
+}
+
+/** One plugin's services; a node-only plugin (controller: false) serves Identity and Node. */
+export function addCsiServices(server: Server, driver: CsiDriver, options: CsiServicesOptions = {}): void {
+  const node = options.node ?? driver.config.nodeId;
+  const controller = options.controller ?? true;
   for (const [service, methods] of Object.entries(serviceMethods) as [
     CsiServiceName,
     readonly CsiMethodName[],
   ][]) {
-    if (service === "Controller" && !driver.config.pluginCapabilities.has("CONTROLLER_SERVICE")) continue;
+    if (
+      service === "Controller" &&
+      (!controller || !driver.config.pluginCapabilities.has("CONTROLLER_SERVICE"))
+    )
+      continue;
     const implementation: UntypedServiceImplementation = {};
-    for (const method of methods) implementation[method] = unary(driver, method);
+    for (const method of methods) implementation[method] = unary(driver, method, node);
     server.addService(csiService(service), implementation);
   }
 }
 
-function unary(driver: CsiDriver, method: CsiMethodName): handleUnaryCall<unknown, unknown> {
+function unary(driver: CsiDriver, method: CsiMethodName, node: string): handleUnaryCall<unknown, unknown> {
   return (call, callback) => {
-    driver.invoke(method, call.request as CsiRequest<typeof method>).then(
+    driver.invoke(method, call.request as CsiRequest<typeof method>, node).then(
       (response) => callback(null, response),
       (err: unknown) => callback(toStatus(err)),
     );

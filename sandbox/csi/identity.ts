@@ -26,17 +26,17 @@ export function controllerCapabilities(config: DriverConfig): ControllerGetCapab
   return { capabilities: [...config.controllerCapabilities].map((type) => ({ rpc: { type } })) };
 }
 
-export function nodeInfo(config: DriverConfig): NodeGetInfoResponse {
+/** What the node plugin running on `node` answers: its own id and topology segment. */
+export function nodeInfo(config: DriverConfig, node: string): NodeGetInfoResponse {
   return {
-    node_id: config.nodeId,
+    node_id: node,
     max_volumes_per_node: config.maxVolumesPerNode,
     accessible_topology: config.pluginCapabilities.has("VOLUME_ACCESSIBILITY_CONSTRAINTS")
-      ? { segments: { [config.topologyKey]: config.nodeId } }
+      ? { segments: { [config.topologyKey]: node } }
       : null,
   };
 }
 
-/** The sandbox has no node-side staging, stats or expansion. */
-export function nodeCapabilities(): NodeGetCapabilitiesResponse {
-  return { capabilities: [] };
+export function nodeCapabilities(config: DriverConfig): NodeGetCapabilitiesResponse {
+  return { capabilities: [...config.nodeCapabilities].map((type) => ({ rpc: { type } })) };
 }

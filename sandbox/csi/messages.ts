@@ -191,6 +191,34 @@ export interface ControllerExpandVolumeResponse {
   node_expansion_required: boolean;
 }
 
+export interface NodeStageVolumeRequest {
+  volume_id: string;
+  publish_context: Record<string, string>;
+  staging_target_path: string;
+  volume_capability: VolumeCapability | null;
+  volume_context: Record<string, string>;
+}
+
+export interface NodeUnstageVolumeRequest {
+  volume_id: string;
+  staging_target_path: string;
+}
+
+export interface NodePublishVolumeRequest {
+  volume_id: string;
+  publish_context: Record<string, string>;
+  staging_target_path: string;
+  target_path: string;
+  volume_capability: VolumeCapability | null;
+  readonly: boolean;
+  volume_context: Record<string, string>;
+}
+
+export interface NodeUnpublishVolumeRequest {
+  volume_id: string;
+  target_path: string;
+}
+
 export interface NodeGetCapabilitiesResponse {
   capabilities: { rpc: { type: string } }[];
 }

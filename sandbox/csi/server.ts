@@ -14,6 +14,12 @@ export interface StartCsiDriverOptions extends CsiDriverOptions {
   socketPath?: string;
   /** Admin HTTP port on 127.0.0.1; 0 (default) picks a free one. */
   adminPort?: number;
+  /**
+   * Further nodes, each with a node plugin of its own (Identity and Node
+   * services on <dir>/node-<name>.sock), as a DaemonSet runs one per node.
+   * The driver's own node (nodeId) is served on the main socket.
+   */
+  nodes?: readonly string[];
 }
 
 export interface CsiDriverHandle {
@@ -22,6 +28,8 @@ export interface CsiDriverHandle {
   socketPath: string;
   adminUrl: string;
   driver: CsiDriver;
+  /** Node name → the endpoint of the node plugin running there (the driver's own node: `endpoint`). */
+  nodeEndpoints: Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -42,30 +50,57 @@ export async function startCsiDriver(options: StartCsiDriverOptions): Promise<Cs
   const server = new Server();
   addCsiServices(server, driver);
   const endpoint = `unix://${socketPath}`;
-  await new Promise<void>((done, fail) =>
-    server.bindAsync(endpoint, ServerCredentials.createInsecure(), (err) => (err ? fail(err) : done())),
-  );
+  await bind(server, endpoint);
+  const nodeEndpoints: Record<string, string> = { [driver.config.nodeId]: endpoint };
+  const nodeServers: { server: Server; socketPath: string }[] = [];
   let admin: AdminServer;
   try {
+    for (const node of options.nodes ?? []) {
+      if (node in nodeEndpoints) continue;
+      const nodeSocket = join(dir, `node-${node}.sock`);
+      if (Buffer.byteLength(nodeSocket) > maxSocketPathBytes) {
+        throw new Error(`CSI socket path is longer than ${maxSocketPathBytes} bytes: ${nodeSocket}`);
+      }
+      await removeStaleSocket(nodeSocket);
+      const nodeServer = new Server();
+      addCsiServices(nodeServer, driver, { node, controller: false });
+      nodeServers.push({ server: nodeServer, socketPath: nodeSocket });
+      await bind(nodeServer, `unix://${nodeSocket}`);
+      nodeEndpoints[node] = `unix://${nodeSocket}`;
+    }
     admin = await startAdminServer(
       driver,
-      () => ({ name: driver.config.name, nodeId: driver.config.nodeId, endpoint, dir }),
+      () => ({ name: driver.config.name, nodeId: driver.config.nodeId, endpoint, nodeEndpoints, dir }),
       options.adminPort ?? 0,
     );
   } catch (err) {
     server.forceShutdown();
+    for (const n of nodeServers) n.server.forceShutdown();
     throw err;
   }
 
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {
     closing ??= (async () => {
-      await Promise.all([shutdown(server), admin.close(), driver.close()]);
-      await rm(socketPath, { force: true });
+      await Promise.all([
+        shutdown(server),
+        ...nodeServers.map((n) => shutdown(n.server)),
+        admin.close(),
+        driver.close(),
+      ]);
+      await Promise.all(
+        [socketPath, ...nodeServers.map((n) => n.socketPath)].map((p) => rm(p, { force: true })),
+      );
     })();
     return closing;
   };
-  return { endpoint, socketPath, adminUrl: admin.url, driver, close };
+  return { endpoint, socketPath, adminUrl: admin.url, driver, nodeEndpoints, close };
+}
+
+function bind(server: Server, endpoint: string): Promise<void> {
+  return new Promise<void>((done, fail) =>
+    server.bindAsync(endpoint, ServerCredentials.createInsecure(), (err) => (err ? fail(err) : done())),
+  );
 }
 
 /** Lets in-flight calls finish, but not forever (a call may sleep in injected latency). */

@@ -16,6 +16,22 @@ export interface Publication {
   publishedAt: string;
 }
 
+/** A volume staged on a node (NodeStageVolume). */
+export interface NodeStaging {
+  path: string;
+  accessMode: AccessModeName;
+  stagedAt: string;
+}
+
+/** A volume published to one target path on a node (NodePublishVolume). */
+export interface NodeMount {
+  readonly: boolean;
+  accessMode: AccessModeName;
+  /** The staging path it was published from; "" without STAGE_UNSTAGE_VOLUME. */
+  stagingPath: string;
+  publishedAt: string;
+}
+
 export interface VolumeRecord {
   id: string;
   name: string;
@@ -29,6 +45,10 @@ export interface VolumeRecord {
   accessibleTopology: Record<string, string>[];
   /** node id → publication, for ControllerPublishVolume tracking. */
   publishedNodes: Record<string, Publication>;
+  /** node id → staging (absent in state files written before the Node service). */
+  nodeStaged?: Record<string, NodeStaging>;
+  /** node id → target path → mount. */
+  nodeMounts?: Record<string, Record<string, NodeMount>>;
   createdAt: string;
 }
 

@@ -52,6 +52,14 @@ import type {
   ListVolumesResponse,
   NodeGetCapabilitiesResponse,
   NodeGetInfoResponse,
+  NodePublishVolumeRequest,
+  NodePublishVolumeResponse,
+  NodeStageVolumeRequest,
+  NodeStageVolumeResponse,
+  NodeUnpublishVolumeRequest,
+  NodeUnpublishVolumeResponse,
+  NodeUnstageVolumeRequest,
+  NodeUnstageVolumeResponse,
   ProbeResponse,
   ValidateVolumeCapabilitiesRequest,
   ValidateVolumeCapabilitiesResponse,
@@ -318,6 +326,34 @@ export class CsiClient {
 
   nodeGetCapabilities(options?: CsiCallOptions): Promise<NodeGetCapabilitiesResponse> {
     return this.call("Node", "NodeGetCapabilities", {}, options);
+  }
+
+  nodeStageVolume(
+    request: NodeStageVolumeRequest,
+    options?: CsiCallOptions,
+  ): Promise<NodeStageVolumeResponse> {
+    return this.call("Node", "NodeStageVolume", request, options);
+  }
+
+  nodeUnstageVolume(
+    request: NodeUnstageVolumeRequest,
+    options?: CsiCallOptions,
+  ): Promise<NodeUnstageVolumeResponse> {
+    return this.call("Node", "NodeUnstageVolume", request, options);
+  }
+
+  nodePublishVolume(
+    request: NodePublishVolumeRequest,
+    options?: CsiCallOptions,
+  ): Promise<NodePublishVolumeResponse> {
+    return this.call("Node", "NodePublishVolume", request, options);
+  }
+
+  nodeUnpublishVolume(
+    request: NodeUnpublishVolumeRequest,
+    options?: CsiCallOptions,
+  ): Promise<NodeUnpublishVolumeResponse> {
+    return this.call("Node", "NodeUnpublishVolume", request, options);
   }
 
   // ---- plumbing ------------------------------------------------------------

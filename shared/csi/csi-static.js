@@ -7470,6 +7470,1136 @@ export const csi = $root.csi = (() => {
             return ControllerExpandVolumeResponse;
         })();
 
+        v1.NodeStageVolumeRequest = (function() {
+
+            function NodeStageVolumeRequest(properties) {
+                this.publishContext = {};
+                this.secrets = {};
+                this.volumeContext = {};
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeStageVolumeRequest.prototype.volumeId = "";
+            NodeStageVolumeRequest.prototype.publishContext = $util.emptyObject;
+            NodeStageVolumeRequest.prototype.stagingTargetPath = "";
+            NodeStageVolumeRequest.prototype.volumeCapability = null;
+            NodeStageVolumeRequest.prototype.secrets = $util.emptyObject;
+            NodeStageVolumeRequest.prototype.volumeContext = $util.emptyObject;
+
+            NodeStageVolumeRequest.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    writer.uint32(10).string(message.volumeId);
+                if (message.publishContext != null && Object.hasOwnProperty.call(message, "publishContext"))
+                    for (let keys = Object.keys(message.publishContext), i = 0; i < keys.length; ++i)
+                        writer.uint32(18).fork().uint32(10).string(keys[i]).uint32(18).string(message.publishContext[keys[i]]).ldelim();
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    writer.uint32(26).string(message.stagingTargetPath);
+                if (message.volumeCapability != null && Object.hasOwnProperty.call(message, "volumeCapability"))
+                    $root.csi.v1.VolumeCapability.encode(message.volumeCapability, writer.uint32(34).fork(), q + 1).ldelim();
+                if (message.secrets != null && Object.hasOwnProperty.call(message, "secrets"))
+                    for (let keys = Object.keys(message.secrets), i = 0; i < keys.length; ++i)
+                        writer.uint32(42).fork().uint32(10).string(keys[i]).uint32(18).string(message.secrets[keys[i]]).ldelim();
+                if (message.volumeContext != null && Object.hasOwnProperty.call(message, "volumeContext"))
+                    for (let keys = Object.keys(message.volumeContext), i = 0; i < keys.length; ++i)
+                        writer.uint32(50).fork().uint32(10).string(keys[i]).uint32(18).string(message.volumeContext[keys[i]]).ldelim();
+                return writer;
+            };
+
+            NodeStageVolumeRequest.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message, key, value;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeStageVolumeRequest();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    case 1: {
+                            message.volumeId = reader.string();
+                            break;
+                        }
+                    case 2: {
+                            if (message.publishContext === $util.emptyObject)
+                                message.publishContext = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.publishContext, key);
+                            message.publishContext[key] = value;
+                            break;
+                        }
+                    case 3: {
+                            message.stagingTargetPath = reader.string();
+                            break;
+                        }
+                    case 4: {
+                            message.volumeCapability = $root.csi.v1.VolumeCapability.decode(reader, reader.uint32(), undefined, long + 1);
+                            break;
+                        }
+                    case 5: {
+                            if (message.secrets === $util.emptyObject)
+                                message.secrets = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.secrets, key);
+                            message.secrets[key] = value;
+                            break;
+                        }
+                    case 6: {
+                            if (message.volumeContext === $util.emptyObject)
+                                message.volumeContext = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.volumeContext, key);
+                            message.volumeContext[key] = value;
+                            break;
+                        }
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeStageVolumeRequest.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeStageVolumeRequest)
+                    return object;
+                if (!$util.isObject(object))
+                    throw TypeError(".csi.v1.NodeStageVolumeRequest: object expected");
+                if (long === undefined)
+                    long = 0;
+                if (long > $util.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let message = new $root.csi.v1.NodeStageVolumeRequest();
+                if (object.volumeId != null)
+                    message.volumeId = String(object.volumeId);
+                if (object.publishContext) {
+                    if (!$util.isObject(object.publishContext))
+                        throw TypeError(".csi.v1.NodeStageVolumeRequest.publishContext: object expected");
+                    message.publishContext = {};
+                    for (let keys = Object.keys(object.publishContext), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.publishContext, keys[i]);
+                        message.publishContext[keys[i]] = String(object.publishContext[keys[i]]);
+                    }
+                }
+                if (object.stagingTargetPath != null)
+                    message.stagingTargetPath = String(object.stagingTargetPath);
+                if (object.volumeCapability != null) {
+                    if (!$util.isObject(object.volumeCapability))
+                        throw TypeError(".csi.v1.NodeStageVolumeRequest.volumeCapability: object expected");
+                    message.volumeCapability = $root.csi.v1.VolumeCapability.fromObject(object.volumeCapability, long + 1);
+                }
+                if (object.secrets) {
+                    if (!$util.isObject(object.secrets))
+                        throw TypeError(".csi.v1.NodeStageVolumeRequest.secrets: object expected");
+                    message.secrets = {};
+                    for (let keys = Object.keys(object.secrets), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.secrets, keys[i]);
+                        message.secrets[keys[i]] = String(object.secrets[keys[i]]);
+                    }
+                }
+                if (object.volumeContext) {
+                    if (!$util.isObject(object.volumeContext))
+                        throw TypeError(".csi.v1.NodeStageVolumeRequest.volumeContext: object expected");
+                    message.volumeContext = {};
+                    for (let keys = Object.keys(object.volumeContext), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.volumeContext, keys[i]);
+                        message.volumeContext[keys[i]] = String(object.volumeContext[keys[i]]);
+                    }
+                }
+                return message;
+            };
+
+            NodeStageVolumeRequest.toObject = function toObject(message, options, q) {
+                if (!options)
+                    options = {};
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                let object = {};
+                if (options.objects || options.defaults) {
+                    object.publishContext = {};
+                    object.secrets = {};
+                    object.volumeContext = {};
+                }
+                if (options.defaults) {
+                    object.volumeId = "";
+                    object.stagingTargetPath = "";
+                    object.volumeCapability = null;
+                }
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    object.volumeId = message.volumeId;
+                let keys2;
+                if (message.publishContext && (keys2 = Object.keys(message.publishContext)).length) {
+                    object.publishContext = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.publishContext, keys2[j]);
+                        object.publishContext[keys2[j]] = message.publishContext[keys2[j]];
+                    }
+                }
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    object.stagingTargetPath = message.stagingTargetPath;
+                if (message.volumeCapability != null && Object.hasOwnProperty.call(message, "volumeCapability"))
+                    object.volumeCapability = $root.csi.v1.VolumeCapability.toObject(message.volumeCapability, options, q + 1);
+                if (message.secrets && (keys2 = Object.keys(message.secrets)).length) {
+                    object.secrets = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.secrets, keys2[j]);
+                        object.secrets[keys2[j]] = message.secrets[keys2[j]];
+                    }
+                }
+                if (message.volumeContext && (keys2 = Object.keys(message.volumeContext)).length) {
+                    object.volumeContext = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.volumeContext, keys2[j]);
+                        object.volumeContext[keys2[j]] = message.volumeContext[keys2[j]];
+                    }
+                }
+                return object;
+            };
+
+            NodeStageVolumeRequest.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeStageVolumeRequest;
+        })();
+
+        v1.NodeStageVolumeResponse = (function() {
+
+            function NodeStageVolumeResponse(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeStageVolumeResponse.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                return writer;
+            };
+
+            NodeStageVolumeResponse.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeStageVolumeResponse();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeStageVolumeResponse.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeStageVolumeResponse)
+                    return object;
+                return new $root.csi.v1.NodeStageVolumeResponse();
+            };
+
+            NodeStageVolumeResponse.toObject = function toObject() {
+                return {};
+            };
+
+            NodeStageVolumeResponse.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeStageVolumeResponse;
+        })();
+
+        v1.NodeUnstageVolumeRequest = (function() {
+
+            function NodeUnstageVolumeRequest(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeUnstageVolumeRequest.prototype.volumeId = "";
+            NodeUnstageVolumeRequest.prototype.stagingTargetPath = "";
+
+            NodeUnstageVolumeRequest.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    writer.uint32(10).string(message.volumeId);
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    writer.uint32(18).string(message.stagingTargetPath);
+                return writer;
+            };
+
+            NodeUnstageVolumeRequest.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeUnstageVolumeRequest();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    case 1: {
+                            message.volumeId = reader.string();
+                            break;
+                        }
+                    case 2: {
+                            message.stagingTargetPath = reader.string();
+                            break;
+                        }
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeUnstageVolumeRequest.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeUnstageVolumeRequest)
+                    return object;
+                if (!$util.isObject(object))
+                    throw TypeError(".csi.v1.NodeUnstageVolumeRequest: object expected");
+                if (long === undefined)
+                    long = 0;
+                if (long > $util.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let message = new $root.csi.v1.NodeUnstageVolumeRequest();
+                if (object.volumeId != null)
+                    message.volumeId = String(object.volumeId);
+                if (object.stagingTargetPath != null)
+                    message.stagingTargetPath = String(object.stagingTargetPath);
+                return message;
+            };
+
+            NodeUnstageVolumeRequest.toObject = function toObject(message, options, q) {
+                if (!options)
+                    options = {};
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                let object = {};
+                if (options.defaults) {
+                    object.volumeId = "";
+                    object.stagingTargetPath = "";
+                }
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    object.volumeId = message.volumeId;
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    object.stagingTargetPath = message.stagingTargetPath;
+                return object;
+            };
+
+            NodeUnstageVolumeRequest.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeUnstageVolumeRequest;
+        })();
+
+        v1.NodeUnstageVolumeResponse = (function() {
+
+            function NodeUnstageVolumeResponse(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeUnstageVolumeResponse.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                return writer;
+            };
+
+            NodeUnstageVolumeResponse.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeUnstageVolumeResponse();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeUnstageVolumeResponse.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeUnstageVolumeResponse)
+                    return object;
+                return new $root.csi.v1.NodeUnstageVolumeResponse();
+            };
+
+            NodeUnstageVolumeResponse.toObject = function toObject() {
+                return {};
+            };
+
+            NodeUnstageVolumeResponse.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeUnstageVolumeResponse;
+        })();
+
+        v1.NodePublishVolumeRequest = (function() {
+
+            function NodePublishVolumeRequest(properties) {
+                this.publishContext = {};
+                this.secrets = {};
+                this.volumeContext = {};
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodePublishVolumeRequest.prototype.volumeId = "";
+            NodePublishVolumeRequest.prototype.publishContext = $util.emptyObject;
+            NodePublishVolumeRequest.prototype.stagingTargetPath = "";
+            NodePublishVolumeRequest.prototype.targetPath = "";
+            NodePublishVolumeRequest.prototype.volumeCapability = null;
+            NodePublishVolumeRequest.prototype.readonly = false;
+            NodePublishVolumeRequest.prototype.secrets = $util.emptyObject;
+            NodePublishVolumeRequest.prototype.volumeContext = $util.emptyObject;
+
+            NodePublishVolumeRequest.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    writer.uint32(10).string(message.volumeId);
+                if (message.publishContext != null && Object.hasOwnProperty.call(message, "publishContext"))
+                    for (let keys = Object.keys(message.publishContext), i = 0; i < keys.length; ++i)
+                        writer.uint32(18).fork().uint32(10).string(keys[i]).uint32(18).string(message.publishContext[keys[i]]).ldelim();
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    writer.uint32(26).string(message.stagingTargetPath);
+                if (message.targetPath != null && Object.hasOwnProperty.call(message, "targetPath"))
+                    writer.uint32(34).string(message.targetPath);
+                if (message.volumeCapability != null && Object.hasOwnProperty.call(message, "volumeCapability"))
+                    $root.csi.v1.VolumeCapability.encode(message.volumeCapability, writer.uint32(42).fork(), q + 1).ldelim();
+                if (message.readonly != null && Object.hasOwnProperty.call(message, "readonly"))
+                    writer.uint32(48).bool(message.readonly);
+                if (message.secrets != null && Object.hasOwnProperty.call(message, "secrets"))
+                    for (let keys = Object.keys(message.secrets), i = 0; i < keys.length; ++i)
+                        writer.uint32(58).fork().uint32(10).string(keys[i]).uint32(18).string(message.secrets[keys[i]]).ldelim();
+                if (message.volumeContext != null && Object.hasOwnProperty.call(message, "volumeContext"))
+                    for (let keys = Object.keys(message.volumeContext), i = 0; i < keys.length; ++i)
+                        writer.uint32(66).fork().uint32(10).string(keys[i]).uint32(18).string(message.volumeContext[keys[i]]).ldelim();
+                return writer;
+            };
+
+            NodePublishVolumeRequest.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message, key, value;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodePublishVolumeRequest();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    case 1: {
+                            message.volumeId = reader.string();
+                            break;
+                        }
+                    case 2: {
+                            if (message.publishContext === $util.emptyObject)
+                                message.publishContext = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.publishContext, key);
+                            message.publishContext[key] = value;
+                            break;
+                        }
+                    case 3: {
+                            message.stagingTargetPath = reader.string();
+                            break;
+                        }
+                    case 4: {
+                            message.targetPath = reader.string();
+                            break;
+                        }
+                    case 5: {
+                            message.volumeCapability = $root.csi.v1.VolumeCapability.decode(reader, reader.uint32(), undefined, long + 1);
+                            break;
+                        }
+                    case 6: {
+                            message.readonly = reader.bool();
+                            break;
+                        }
+                    case 7: {
+                            if (message.secrets === $util.emptyObject)
+                                message.secrets = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.secrets, key);
+                            message.secrets[key] = value;
+                            break;
+                        }
+                    case 8: {
+                            if (message.volumeContext === $util.emptyObject)
+                                message.volumeContext = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.volumeContext, key);
+                            message.volumeContext[key] = value;
+                            break;
+                        }
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodePublishVolumeRequest.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodePublishVolumeRequest)
+                    return object;
+                if (!$util.isObject(object))
+                    throw TypeError(".csi.v1.NodePublishVolumeRequest: object expected");
+                if (long === undefined)
+                    long = 0;
+                if (long > $util.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let message = new $root.csi.v1.NodePublishVolumeRequest();
+                if (object.volumeId != null)
+                    message.volumeId = String(object.volumeId);
+                if (object.publishContext) {
+                    if (!$util.isObject(object.publishContext))
+                        throw TypeError(".csi.v1.NodePublishVolumeRequest.publishContext: object expected");
+                    message.publishContext = {};
+                    for (let keys = Object.keys(object.publishContext), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.publishContext, keys[i]);
+                        message.publishContext[keys[i]] = String(object.publishContext[keys[i]]);
+                    }
+                }
+                if (object.stagingTargetPath != null)
+                    message.stagingTargetPath = String(object.stagingTargetPath);
+                if (object.targetPath != null)
+                    message.targetPath = String(object.targetPath);
+                if (object.volumeCapability != null) {
+                    if (!$util.isObject(object.volumeCapability))
+                        throw TypeError(".csi.v1.NodePublishVolumeRequest.volumeCapability: object expected");
+                    message.volumeCapability = $root.csi.v1.VolumeCapability.fromObject(object.volumeCapability, long + 1);
+                }
+                if (object.readonly != null)
+                    message.readonly = Boolean(object.readonly);
+                if (object.secrets) {
+                    if (!$util.isObject(object.secrets))
+                        throw TypeError(".csi.v1.NodePublishVolumeRequest.secrets: object expected");
+                    message.secrets = {};
+                    for (let keys = Object.keys(object.secrets), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.secrets, keys[i]);
+                        message.secrets[keys[i]] = String(object.secrets[keys[i]]);
+                    }
+                }
+                if (object.volumeContext) {
+                    if (!$util.isObject(object.volumeContext))
+                        throw TypeError(".csi.v1.NodePublishVolumeRequest.volumeContext: object expected");
+                    message.volumeContext = {};
+                    for (let keys = Object.keys(object.volumeContext), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.volumeContext, keys[i]);
+                        message.volumeContext[keys[i]] = String(object.volumeContext[keys[i]]);
+                    }
+                }
+                return message;
+            };
+
+            NodePublishVolumeRequest.toObject = function toObject(message, options, q) {
+                if (!options)
+                    options = {};
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                let object = {};
+                if (options.objects || options.defaults) {
+                    object.publishContext = {};
+                    object.secrets = {};
+                    object.volumeContext = {};
+                }
+                if (options.defaults) {
+                    object.volumeId = "";
+                    object.stagingTargetPath = "";
+                    object.targetPath = "";
+                    object.volumeCapability = null;
+                    object.readonly = false;
+                }
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    object.volumeId = message.volumeId;
+                let keys2;
+                if (message.publishContext && (keys2 = Object.keys(message.publishContext)).length) {
+                    object.publishContext = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.publishContext, keys2[j]);
+                        object.publishContext[keys2[j]] = message.publishContext[keys2[j]];
+                    }
+                }
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    object.stagingTargetPath = message.stagingTargetPath;
+                if (message.targetPath != null && Object.hasOwnProperty.call(message, "targetPath"))
+                    object.targetPath = message.targetPath;
+                if (message.volumeCapability != null && Object.hasOwnProperty.call(message, "volumeCapability"))
+                    object.volumeCapability = $root.csi.v1.VolumeCapability.toObject(message.volumeCapability, options, q + 1);
+                if (message.readonly != null && Object.hasOwnProperty.call(message, "readonly"))
+                    object.readonly = message.readonly;
+                if (message.secrets && (keys2 = Object.keys(message.secrets)).length) {
+                    object.secrets = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.secrets, keys2[j]);
+                        object.secrets[keys2[j]] = message.secrets[keys2[j]];
+                    }
+                }
+                if (message.volumeContext && (keys2 = Object.keys(message.volumeContext)).length) {
+                    object.volumeContext = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.volumeContext, keys2[j]);
+                        object.volumeContext[keys2[j]] = message.volumeContext[keys2[j]];
+                    }
+                }
+                return object;
+            };
+
+            NodePublishVolumeRequest.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodePublishVolumeRequest;
+        })();
+
+        v1.NodePublishVolumeResponse = (function() {
+
+            function NodePublishVolumeResponse(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodePublishVolumeResponse.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                return writer;
+            };
+
+            NodePublishVolumeResponse.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodePublishVolumeResponse();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodePublishVolumeResponse.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodePublishVolumeResponse)
+                    return object;
+                return new $root.csi.v1.NodePublishVolumeResponse();
+            };
+
+            NodePublishVolumeResponse.toObject = function toObject() {
+                return {};
+            };
+
+            NodePublishVolumeResponse.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodePublishVolumeResponse;
+        })();
+
+        v1.NodeUnpublishVolumeRequest = (function() {
+
+            function NodeUnpublishVolumeRequest(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeUnpublishVolumeRequest.prototype.volumeId = "";
+            NodeUnpublishVolumeRequest.prototype.targetPath = "";
+
+            NodeUnpublishVolumeRequest.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    writer.uint32(10).string(message.volumeId);
+                if (message.targetPath != null && Object.hasOwnProperty.call(message, "targetPath"))
+                    writer.uint32(18).string(message.targetPath);
+                return writer;
+            };
+
+            NodeUnpublishVolumeRequest.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeUnpublishVolumeRequest();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    case 1: {
+                            message.volumeId = reader.string();
+                            break;
+                        }
+                    case 2: {
+                            message.targetPath = reader.string();
+                            break;
+                        }
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeUnpublishVolumeRequest.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeUnpublishVolumeRequest)
+                    return object;
+                if (!$util.isObject(object))
+                    throw TypeError(".csi.v1.NodeUnpublishVolumeRequest: object expected");
+                if (long === undefined)
+                    long = 0;
+                if (long > $util.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let message = new $root.csi.v1.NodeUnpublishVolumeRequest();
+                if (object.volumeId != null)
+                    message.volumeId = String(object.volumeId);
+                if (object.targetPath != null)
+                    message.targetPath = String(object.targetPath);
+                return message;
+            };
+
+            NodeUnpublishVolumeRequest.toObject = function toObject(message, options, q) {
+                if (!options)
+                    options = {};
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                let object = {};
+                if (options.defaults) {
+                    object.volumeId = "";
+                    object.targetPath = "";
+                }
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    object.volumeId = message.volumeId;
+                if (message.targetPath != null && Object.hasOwnProperty.call(message, "targetPath"))
+                    object.targetPath = message.targetPath;
+                return object;
+            };
+
+            NodeUnpublishVolumeRequest.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeUnpublishVolumeRequest;
+        })();
+
+        v1.NodeUnpublishVolumeResponse = (function() {
+
+            function NodeUnpublishVolumeResponse(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeUnpublishVolumeResponse.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                return writer;
+            };
+
+            NodeUnpublishVolumeResponse.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeUnpublishVolumeResponse();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeUnpublishVolumeResponse.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeUnpublishVolumeResponse)
+                    return object;
+                return new $root.csi.v1.NodeUnpublishVolumeResponse();
+            };
+
+            NodeUnpublishVolumeResponse.toObject = function toObject() {
+                return {};
+            };
+
+            NodeUnpublishVolumeResponse.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeUnpublishVolumeResponse;
+        })();
+
         v1.NodeGetCapabilitiesRequest = (function() {
 
             function NodeGetCapabilitiesRequest(properties) {

@@ -323,6 +323,45 @@ export interface ControllerExpandVolumeResponse {
 
 // ---- Node ------------------------------------------------------------------
 
+export interface NodeStageVolumeRequest {
+  volumeId: string;
+  publishContext?: StringMap;
+  stagingTargetPath: string;
+  volumeCapability?: VolumeCapability;
+  secrets?: StringMap;
+  volumeContext?: StringMap;
+}
+
+export type NodeStageVolumeResponse = Empty;
+
+export interface NodeUnstageVolumeRequest {
+  volumeId: string;
+  stagingTargetPath: string;
+}
+
+export type NodeUnstageVolumeResponse = Empty;
+
+export interface NodePublishVolumeRequest {
+  volumeId: string;
+  publishContext?: StringMap;
+  /** Set when the plugin has STAGE_UNSTAGE_VOLUME. */
+  stagingTargetPath?: string;
+  targetPath: string;
+  volumeCapability?: VolumeCapability;
+  readonly?: boolean;
+  secrets?: StringMap;
+  volumeContext?: StringMap;
+}
+
+export type NodePublishVolumeResponse = Empty;
+
+export interface NodeUnpublishVolumeRequest {
+  volumeId: string;
+  targetPath: string;
+}
+
+export type NodeUnpublishVolumeResponse = Empty;
+
 export type NodeGetCapabilitiesRequest = Empty;
 
 /** oneof type { rpc } */

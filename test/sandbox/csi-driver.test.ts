@@ -74,7 +74,9 @@ describe("Identity and Node", () => {
     assert.deepEqual(info.accessible_topology, {
       segments: { "topology.hostpath.csi/node": "sandbox-node" },
     });
-    assert.deepEqual(await csi.call("Node", "NodeGetCapabilities"), { capabilities: [] });
+    assert.deepEqual(await csi.call("Node", "NodeGetCapabilities"), {
+      capabilities: [{ rpc: { type: "STAGE_UNSTAGE_VOLUME" }, type: "rpc" }],
+    });
   });
 
   it("advertises the default controller capabilities", async () => {

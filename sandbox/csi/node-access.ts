@@ -1,0 +1,55 @@
+// Checks every Node-service call makes before touching a volume on a node:
+// required fields, an absolute path, a known volume, a capability of the
+// volume's kind, and (for a driver that attaches) a ControllerPublishVolume
+// to this node first.
+import { isAbsolute } from "node:path";
+import type { DriverContext } from "./config.ts";
+import { CsiError, invalidArgument, notFound } from "./errors.ts";
+import type { AccessModeName, VolumeCapability } from "./messages.ts";
+import type { VolumeRecord } from "./state.ts";
+import { capabilityProblem, requireField } from "./validate.ts";
+
+export function requirePath(method: string, field: string, value: string): string {
+  requireField(method, field, value);
+  if (!isAbsolute(value)) throw invalidArgument(`${method}: ${field} must be an absolute path, got ${value}`);
+  return value;
+}
+
+export function requireVolume(ctx: DriverContext, method: string, id: string): VolumeRecord {
+  const volume = ctx.store.volumes.get(id);
+  if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
+  return volume;
+}
+
+/** The access mode of a well-formed capability that matches the volume's kind. */
+export function checkCapability(
+  ctx: DriverContext,
+  method: string,
+  volume: VolumeRecord,
+  cap: VolumeCapability | null,
+): AccessModeName {
+  if (!cap) throw invalidArgument(`${method}: volume_capability missing in request`);
+  const problem = capabilityProblem(cap, ctx.config.nodeCapabilities.has("SINGLE_NODE_MULTI_WRITER"));
+  if (problem) throw invalidArgument(`${method}: volume_capability: ${problem}`);
+  if (cap.access_type !== volume.kind) {
+    throw invalidArgument(
+      `${method}: volume ${volume.id} is a ${volume.kind} volume, not ${cap.access_type}`,
+    );
+  }
+  return cap.access_mode!.mode;
+}
+
+/** A driver that attaches serves a node only the volumes ControllerPublishVolume gave it. */
+export function requireControllerPublished(
+  ctx: DriverContext,
+  method: string,
+  volume: VolumeRecord,
+  node: string,
+): void {
+  if (!ctx.config.controllerCapabilities.has("PUBLISH_UNPUBLISH_VOLUME")) return;
+  if (node in volume.publishedNodes) return;
+  throw new CsiError(
+    "FAILED_PRECONDITION",
+    `${method}: volume ${volume.id} is not published to node ${node} (ControllerPublishVolume first)`,
+  );
+}

@@ -1,0 +1,68 @@
+// NodeStageVolume / NodeUnstageVolume: the node plugin's per-node staging of
+// a volume (the kubelet's MountDevice), hostpath-style: the staging path is
+// made a directory and the staging is recorded in the driver's state.
+import { mkdir } from "node:fs/promises";
+import type { DriverContext } from "./config.ts";
+import { CsiError } from "./errors.ts";
+import type { Empty, NodeStageVolumeRequest, NodeUnstageVolumeRequest } from "./messages.ts";
+import { checkCapability, requireControllerPublished, requirePath, requireVolume } from "./node-access.ts";
+import { removeNodePath } from "./node-paths.ts";
+import { requireField } from "./validate.ts";
+
+export async function stageVolume(
+  ctx: DriverContext,
+  node: string,
+  req: NodeStageVolumeRequest,
+): Promise<Empty> {
+  const method = "NodeStageVolume";
+  const id = requireField(method, "volume_id", req.volume_id);
+  const path = requirePath(method, "staging_target_path", req.staging_target_path);
+  if (!req.volume_capability)
+    throw new CsiError("INVALID_ARGUMENT", `${method}: volume_capability missing in request`);
+  const volume = requireVolume(ctx, method, id);
+  const mode = checkCapability(ctx, method, volume, req.volume_capability);
+  requireControllerPublished(ctx, method, volume, node);
+
+  const staged = volume.nodeStaged?.[node];
+  if (staged) {
+    if (staged.path === path && staged.accessMode === mode) return {};
+    throw new CsiError(
+      "ALREADY_EXISTS",
+      `${method}: volume ${id} is already staged on node ${node} at ${staged.path} with access mode ${staged.accessMode}`,
+    );
+  }
+  await mkdir(path, { recursive: true });
+  volume.nodeStaged = {
+    ...volume.nodeStaged,
+    [node]: { path, accessMode: mode, stagedAt: new Date().toISOString() },
+  };
+  ctx.store.changed();
+  return {};
+}
+
+/** Idempotent: nothing staged at the path is already unstaged. Refused while a publication uses it. */
+export async function unstageVolume(
+  ctx: DriverContext,
+  node: string,
+  req: NodeUnstageVolumeRequest,
+): Promise<Empty> {
+  const method = "NodeUnstageVolume";
+  const id = requireField(method, "volume_id", req.volume_id);
+  const path = requirePath(method, "staging_target_path", req.staging_target_path);
+  const volume = requireVolume(ctx, method, id);
+  const staged = volume.nodeStaged?.[node];
+  if (!staged || staged.path !== path) return {};
+  const targets = Object.keys(volume.nodeMounts?.[node] ?? {}).sort();
+  if (targets.length > 0) {
+    throw new CsiError(
+      "FAILED_PRECONDITION",
+      `${method}: volume ${id} is still published on node ${node} at ${targets.join(", ")}`,
+    );
+  }
+  await removeNodePath(path, "mount");
+  const rest = { ...volume.nodeStaged };
+  delete rest[node];
+  volume.nodeStaged = rest;
+  ctx.store.changed();
+  return {};
+}
