@@ -6,9 +6,10 @@
 // without PUBLISH_UNPUBLISH_VOLUME takes the trivial path.
 import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
-import { volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
+import { uniqueVolumeName, volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import {
   events,
+  nodes,
   persistentVolumeClaims,
   persistentVolumes,
   pods,
@@ -16,6 +17,7 @@ import {
 } from "../../shared/kube/resources.ts";
 import type {
   KubeEvent,
+  Node,
   PersistentVolume,
   PersistentVolumeClaim,
   Pod,
@@ -127,10 +129,18 @@ describe("attach end to end (CSI handler)", () => {
       `AttachVolume.Attach succeeded for volume "${pv.metadata.name}"`,
     );
     assert.equal(attachedEvents[0]?.involvedObject.name, "app");
+    // The kubelet mounts it only once the node lists it.
+    const listed = uniqueVolumeName(driverName, pv.spec.csi!.volumeHandle);
+    const attachedOnNode = async () =>
+      ((await system.kube.get<Node>(nodes, "sandbox-node")).status?.volumesAttached ?? []).filter(
+        (v) => v.name === listed,
+      );
+    assert.deepEqual(await attachedOnNode(), [{ name: listed, devicePath: "" }]);
 
     await system.kube.delete(pods, "app", "default");
     await system.settle();
     await assert.rejects(system.kube.get(volumeAttachments, vaName), { code: 404 });
+    assert.deepEqual(await attachedOnNode(), []);
     assert.deepEqual(
       (await sandbox.csi.volumes()).find((v) => v.volumeId === pv.spec.csi!.volumeHandle)?.publishedNodes,
       [],
@@ -182,6 +192,58 @@ describe("attach end to end (CSI handler)", () => {
       (await sandbox.csi.volumes()).find((v) => v.volumeId === pv.spec.csi!.volumeHandle)?.publishedNodes,
       ["node-b"],
     );
+  });
+});
+
+describe("attach end to end: non-graceful node shutdown", () => {
+  let sandbox: TestSandbox;
+  let system: StorageSystem;
+  before(async () => {
+    sandbox = await startTestSandbox();
+    system = await startStorageSystem(sandbox);
+  });
+  after(async () => {
+    await system.close();
+    await sandbox.close();
+  });
+
+  it("a volume the node still reports in use stays attached; the out-of-service taint detaches it at once", async () => {
+    const pv = await bootstrap(sandbox, system);
+    const handle = pv.spec.csi!.volumeHandle;
+    const listed = uniqueVolumeName(driverName, handle);
+    await system.kube.create(pods, pod("app", "data", "node-b"));
+    await system.settle();
+    const vaName = volumeAttachmentName(handle, driverName, "node-b");
+    assert.equal((await system.kube.get<VolumeAttachment>(volumeAttachments, vaName)).status?.attached, true);
+    // What node-b's kubelet would report while the volume is mounted.
+    const n = await system.kube.get<Node>(nodes, "node-b");
+    assert.deepEqual(n.status?.volumesAttached, [{ name: listed, devicePath: "" }]);
+    await system.kube.replace(
+      nodes,
+      { ...n, status: { ...n.status, volumesInUse: [listed] } },
+      { subresource: "status" },
+    );
+
+    // The node shuts down; its pod is force deleted. Healthy as far as the API says: the volume waits.
+    await system.kube.delete(pods, "app", "default");
+    await system.settle();
+    await system.kube.get(volumeAttachments, vaName);
+    assert.deepEqual((await sandbox.csi.volumes()).find((v) => v.volumeId === handle)?.publishedNodes, [
+      "node-b",
+    ]);
+
+    const down = await system.kube.get<Node>(nodes, "node-b");
+    await system.kube.replace(nodes, {
+      ...down,
+      spec: {
+        ...down.spec,
+        taints: [{ key: "node.kubernetes.io/out-of-service", value: "nodeshutdown", effect: "NoExecute" }],
+      },
+    });
+    await system.settle();
+    await assert.rejects(system.kube.get(volumeAttachments, vaName), { code: 404 });
+    assert.deepEqual((await sandbox.csi.volumes()).find((v) => v.volumeId === handle)?.publishedNodes, []);
+    assert.equal((await system.kube.get<Node>(nodes, "node-b")).status?.volumesAttached, undefined);
   });
 });
 
