@@ -102,6 +102,16 @@ function newKeyPair(): {
   return { forgeKey, publicKey, pem: privateKey };
 }
 
+/**
+ * A commonName attribute encoded as UTF8String, as Go's own certificate
+ * generator and RFC 5280 do. node-forge defaults to PrintableString, which may
+ * not hold '@' (our CA's name has one): Go refuses such a certificate outright.
+ */
+function commonName(value: string): forge.pki.CertificateField {
+  // The typings call the tag a Class; node-forge reads it as the universal type.
+  return { name: "commonName", value, valueTagClass: forge.asn1.Type.UTF8 as unknown as forge.asn1.Class };
+}
+
 /** 16 random bytes, top bit clear: a positive DER INTEGER, as RFC 5280 requires. */
 function serialNumber(): string {
   const bytes = randomBytes(16);
@@ -125,9 +135,7 @@ export function generateCertificates(request: CertificateRequest): GeneratedCert
   caCert.serialNumber = serialNumber();
   validity(caCert, now, days);
   // The timestamp tells CAs of successive renewals apart in a caBundle.
-  const caSubject = [
-    { name: "commonName", value: `${request.service}-ca@${Math.floor(now.getTime() / 1000)}` },
-  ];
+  const caSubject = [commonName(`${request.service}-ca@${Math.floor(now.getTime() / 1000)}`)];
   caCert.setSubject(caSubject);
   caCert.setIssuer(caSubject);
   caCert.setExtensions([
@@ -142,7 +150,7 @@ export function generateCertificates(request: CertificateRequest): GeneratedCert
   cert.publicKey = leaf.publicKey;
   cert.serialNumber = serialNumber();
   validity(cert, now, days);
-  cert.setSubject([{ name: "commonName", value: `${request.service}.${request.namespace}.svc` }]);
+  cert.setSubject([commonName(`${request.service}.${request.namespace}.svc`)]);
   cert.setIssuer(caSubject);
   cert.setExtensions([
     { name: "basicConstraints", cA: false, critical: true },

@@ -5,6 +5,7 @@
 
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { needsRenewal } from "./certificates.ts";
+import { goParseError } from "./go-x509.ts";
 
 export interface ExistingCertificates {
   cert?: string;
@@ -32,6 +33,14 @@ export function renewalReason(existing: ExistingCertificates, options: CheckOpti
     ca = new X509Certificate(existing.caCert);
   } catch (err) {
     return `the certificate cannot be parsed (${(err as Error).message})`;
+  }
+  // OpenSSL reads more than Go does; kube-apiserver (Go) fails every call on these.
+  for (const [what, pem] of [
+    ["the certificate", existing.cert],
+    ["the CA certificate", existing.caCert],
+  ] as const) {
+    const refused = goParseError(pem);
+    if (refused !== undefined) return `${what} would be refused by kube-apiserver's x509 parser (${refused})`;
   }
   if (
     needsRenewal(existing.cert, {

@@ -2,7 +2,7 @@
 // with a KUBECONFIG: the Secret, the caBundle of seeded webhook
 // configurations, idempotence, and renewal.
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -15,11 +15,19 @@ import {
   validatingWebhookConfigurations,
 } from "../../shared/kube/resources.ts";
 import type { KubeObject } from "../../shared/kube/types.ts";
-import { splitPemBundle } from "../../shared/tls/certificates.ts";
+import { serviceDnsNames, splitPemBundle } from "../../shared/tls/certificates.ts";
+import { goParseError } from "../../shared/tls/go-x509.ts";
 import { loadServingTls } from "../../shared/tls/serving.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 import { echoSpec } from "../http/echo-function.ts";
-import { fingerprintOf, httpsFetch, runCerts, summaryOf, waitFor } from "./helpers.ts";
+import {
+  fingerprintOf,
+  httpsFetch,
+  printableStringCertificates,
+  runCerts,
+  summaryOf,
+  waitFor,
+} from "./helpers.ts";
 
 const NAMESPACE = "kube-storage-functions";
 const SERVICE = "kube-storage-functions-admission";
@@ -230,6 +238,34 @@ describe("npm run certs with a KUBECONFIG", () => {
       });
       assert.equal(noNamespace.code, 1);
       assert.match(noNamespace.stderr, /certs: failed: .*namespaces "nowhere" not found/);
+    } finally {
+      await rm(other, { recursive: true, force: true });
+    }
+  });
+
+  test("certificates kube-apiserver's x509 parser refuses (a PrintableString '@') are replaced by ones it takes", async () => {
+    const other = await mkdtemp(join(tmpdir(), "ksf-certs-go-"));
+    try {
+      const old = printableStringCertificates(SERVICE, NAMESPACE, [
+        ...serviceDnsNames(SERVICE, NAMESPACE),
+        "localhost",
+        "127.0.0.1",
+      ]);
+      await mkdir(other, { recursive: true });
+      await writeFile(join(other, "ca.crt"), old.caCert);
+      await writeFile(join(other, "ca.key"), old.caKey);
+      await writeFile(join(other, "tls.crt"), old.cert);
+      await writeFile(join(other, "tls.key"), old.key);
+      const run = await runCerts(["--out", other]);
+      assert.equal(run.code, 0, run.stderr);
+      const summary = summaryOf(run);
+      assert.equal(summary.renewed, true);
+      assert.equal(
+        summary.reason,
+        "the certificate would be refused by kube-apiserver's x509 parser (x509: invalid RDNSequence: invalid attribute value: invalid PrintableString)",
+      );
+      for (const file of ["ca.crt", "tls.crt"])
+        assert.equal(goParseError(await readFile(join(other, file), "utf8")), undefined, file);
     } finally {
       await rm(other, { recursive: true, force: true });
     }

@@ -2,10 +2,12 @@
 // given (never the system store) and reports the certificate it was served,
 // and a runner for `npm run certs` as a real process.
 import { spawn } from "node:child_process";
-import { X509Certificate } from "node:crypto";
+import { generateKeyPairSync, X509Certificate } from "node:crypto";
 import { request } from "node:https";
+import { isIP } from "node:net";
 import { TLSSocket } from "node:tls";
 import { fileURLToPath } from "node:url";
+import forge from "node-forge";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -113,4 +115,62 @@ export async function waitFor(
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * A CA and serving certificate made as `npm run certs` used to make them: the
+ * CA's commonName `<service>-ca@<unix>` in node-forge's default
+ * PrintableString, which Go refuses. Otherwise sound (SANs, key, signature).
+ */
+export function printableStringCertificates(
+  service: string,
+  namespace: string,
+  sans: readonly string[],
+): { caCert: string; caKey: string; cert: string; key: string } {
+  const keys = () => {
+    const { privateKey } = generateKeyPairSync("rsa", {
+      modulusLength: 2048,
+      privateKeyEncoding: { type: "pkcs8", format: "pem" },
+      publicKeyEncoding: { type: "spki", format: "pem" },
+    });
+    const key = forge.pki.privateKeyFromPem(privateKey) as forge.pki.rsa.PrivateKey;
+    return { key, pem: privateKey, publicKey: forge.pki.rsa.setPublicKey(key.n, key.e) };
+  };
+  const now = Date.now();
+  const build = (subject: forge.pki.CertificateField[], serial: string) => {
+    const cert = forge.pki.createCertificate();
+    cert.serialNumber = serial;
+    cert.validity.notBefore = new Date(now - 60_000);
+    cert.validity.notAfter = new Date(now + 365 * 24 * 3600_000);
+    cert.setSubject(subject);
+    cert.setIssuer(caName);
+    return cert;
+  };
+  const caName = [{ name: "commonName", value: `${service}-ca@${Math.floor(now / 1000)}` }];
+  const ca = keys();
+  const caCert = build(caName, "01");
+  caCert.publicKey = ca.publicKey;
+  caCert.setExtensions([
+    { name: "basicConstraints", cA: true, critical: true },
+    { name: "keyUsage", keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+  ]);
+  caCert.sign(ca.key, forge.md.sha256.create());
+  const leaf = keys();
+  const cert = build([{ name: "commonName", value: `${service}.${namespace}.svc` }], "02");
+  cert.publicKey = leaf.publicKey;
+  cert.setExtensions([
+    { name: "basicConstraints", cA: false },
+    { name: "extKeyUsage", serverAuth: true },
+    {
+      name: "subjectAltName",
+      altNames: sans.map((value) => (isIP(value) ? { type: 7, ip: value } : { type: 2, value })),
+    },
+  ]);
+  cert.sign(ca.key, forge.md.sha256.create());
+  return {
+    caCert: forge.pki.certificateToPem(caCert),
+    caKey: ca.pem,
+    cert: forge.pki.certificateToPem(cert),
+    key: leaf.pem,
+  };
 }
