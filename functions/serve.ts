@@ -13,7 +13,14 @@ import { existsSync } from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { loadBundle } from "./load-bundle.ts";
 
-export const FUNCTION_NAMES = ["admission", "binder", "provisioner", "attacher", "attach-detach"] as const;
+export const FUNCTION_NAMES = [
+  "admission",
+  "binder",
+  "provisioner",
+  "attacher",
+  "attach-detach",
+  "protection",
+] as const;
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
 export function isFunctionName(value: string): value is FunctionName {

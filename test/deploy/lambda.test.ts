@@ -210,7 +210,7 @@ describe("Lambda handlers over the sandbox", () => {
   });
 
   it("controllers refuse callers without the bearer token (401); the webhooks answer kube-apiserver, which sends none", async () => {
-    for (const name of ["binder", "provisioner", "attacher", "attach-detach"]) {
+    for (const name of ["binder", "provisioner", "attacher", "attach-detach", "protection"]) {
       const r = await invoke(name, urlEvent("POST", "/", { body: "{}", auth: false }));
       assert.equal(r.statusCode, 401, name);
       assert.match(String(r.headers?.["www-authenticate"]), /^Bearer/);
@@ -275,7 +275,7 @@ describe("Lambda handlers over the sandbox", () => {
   });
 
   it("controllers: an EventBridge schedule invocation runs POST /resync", async () => {
-    for (const name of ["binder", "provisioner", "attacher", "attach-detach"]) {
+    for (const name of ["binder", "provisioner", "attacher", "attach-detach", "protection"]) {
       const r = await invoke(name, scheduledEvent());
       assert.equal(r.statusCode, 200, `${name}: ${r.body}`);
       const body = json(r);
@@ -296,6 +296,28 @@ describe("Lambda handlers over the sandbox", () => {
     );
     assert.equal(r.statusCode, 200, String(r.body));
     assert.equal(json(r).function, "attach-detach");
+  });
+
+  it("protection: a claim being deleted that no pod uses loses its finalizer and is gone", async () => {
+    await kube.create<PersistentVolumeClaim>(persistentVolumeClaims, {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: {
+        name: "claim-protected",
+        namespace: "default",
+        finalizers: ["kubernetes.io/pvc-protection"],
+      },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    });
+    const marked = await kube.delete(persistentVolumeClaims, "claim-protected", "default");
+    assert.ok(marked?.metadata.deletionTimestamp, "held by its finalizer");
+    const r = await invoke(
+      "protection",
+      urlEvent("POST", "/", { body: JSON.stringify({ type: "MODIFIED", object: marked }) }),
+    );
+    assert.equal(r.statusCode, 200, String(r.body));
+    assert.equal(json(r).function, "protection");
+    await assert.rejects(kube.get(persistentVolumeClaims, "claim-protected", "default"), /404/);
   });
 
   it("admission: a PVC CREATE review is answered with the request's uid", async () => {

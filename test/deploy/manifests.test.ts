@@ -25,6 +25,7 @@ import { authPolicyFromEnv } from "../../shared/http/auth.ts";
 import type { Controller, ControllerEvent } from "../../shared/http/controller-function.ts";
 import { isRecord } from "../../shared/is-record.ts";
 import { apiVersionOf, type ResourceDescriptor } from "../../shared/kube/resources.ts";
+import { ProtectionController } from "../../shared/protection/runtime/protection-controller.ts";
 import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { descriptors, REPO } from "./code-rbac.ts";
@@ -44,7 +45,7 @@ import {
 const NAMESPACE = "kube-storage-functions";
 const manifests = loadManifests();
 const ksvcs = ofKind(manifests, "Service").filter((m) => m.apiVersion === "serving.knative.dev/v1");
-const CONTROLLERS = ["binder", "provisioner", "attacher", "attach-detach"] as const;
+const CONTROLLERS = ["binder", "provisioner", "attacher", "attach-detach", "protection"] as const;
 
 function ksvcOfFunction(name: string): Manifest {
   const found = ksvcs.filter((k) => envOf(servingContainer(k)).get("FUNCTION") === name);
@@ -93,6 +94,7 @@ const factories: Record<(typeof CONTROLLERS)[number], ControllerFactory> = {
     }),
   attacher: ({ kube, csi }) => new AttacherController({ kube, csi, driverName: "hostpath.csi.k8s.io" }),
   "attach-detach": ({ kube, events }) => new AttachDetachController({ kube, events }),
+  protection: ({ kube }) => new ProtectionController({ kube }),
 };
 
 /** The kinds (apiVersion/Kind) whose events make the controller read the cluster or call the driver. */
@@ -234,7 +236,7 @@ describe("Knative Services", () => {
       assert.equal(endpoint.transport, "tcp", `${name}: CSI_ENDPOINT ${env.get("CSI_ENDPOINT")}`);
       assert.ok(env.get("DRIVER_NAME"), `${name}: DRIVER_NAME pins the driver`);
     }
-    for (const name of ["binder", "attach-detach", "admission"]) {
+    for (const name of ["binder", "attach-detach", "protection", "admission"]) {
       assert.ok(
         !envOf(servingContainer(ksvcOfFunction(name))).has("CSI_ENDPOINT"),
         `${name} does not talk CSI`,

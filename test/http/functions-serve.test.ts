@@ -16,8 +16,11 @@ function serve(env: Record<string, string | undefined>) {
   return spawnSync(process.execPath, [serveScript], { env: childEnv, encoding: "utf8", timeout: 20_000 });
 }
 
-test("the function names are the documented five", () => {
-  assert.deepEqual([...FUNCTION_NAMES], ["admission", "binder", "provisioner", "attacher", "attach-detach"]);
+test("the function names are the documented six", () => {
+  assert.deepEqual(
+    [...FUNCTION_NAMES],
+    ["admission", "binder", "provisioner", "attacher", "attach-detach", "protection"],
+  );
   assert.ok(isFunctionName("attach-detach"));
   assert.ok(!isFunctionName("Binder"));
   assert.match(entryPath("binder"), /functions\/binder\/main\.ts$/);

@@ -229,7 +229,9 @@ export class ProtectionController implements Controller {
     const worker = async (): Promise<void> => {
       for (let task = queue.shift(); task !== undefined; task = queue.shift()) {
         try {
-          writes += (await task.run()).writes;
+          // Read after the await: `writes +=` would add to the value from before it, losing other workers' writes.
+          const report = await task.run();
+          writes += report.writes;
         } catch (err) {
           errors.push(`${task.key}: ${err instanceof Error ? err.message : String(err)}`);
         }

@@ -1,0 +1,371 @@
+// The protection function over HTTP against the real sandbox API server (with
+// graceful pod deletion, as a kubelet-backed cluster has it): forwarded watch
+// events in, finalizers out, claims and PVs gone once nothing holds them.
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, beforeEach, describe, it } from "node:test";
+import { KubeConfig } from "@kubernetes/client-node";
+import request from "supertest";
+import { createProtectionApp } from "../../functions/protection/app.ts";
+import { type ApiServerHandle, startApiServer } from "../../sandbox/apiserver/server.ts";
+import { sandboxKubeconfig, writeSandboxKubeconfig } from "../../sandbox/kubeconfig.ts";
+import { getOptional } from "../../shared/kube/api-errors.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { persistentVolumeClaims, persistentVolumes, pods } from "../../shared/kube/resources.ts";
+import type { KubeObject, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
+import { createLogger } from "../../shared/log.ts";
+import { createMetricsRegistry, type Registry } from "../../shared/metrics.ts";
+import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/protection/constants.ts";
+import { ProtectionController } from "../../shared/protection/runtime/protection-controller.ts";
+import { protectionMetrics } from "../../shared/protection/runtime/protection-metrics.ts";
+import { startFunctionProcess } from "../helpers/function-process.ts";
+
+let api: ApiServerHandle;
+let kube: KubeJsonClient;
+let registry: Registry;
+let app: ReturnType<typeof createProtectionApp>;
+
+before(async () => {
+  api = await startApiServer({ gracefulPodDeletion: true });
+  const kc = new KubeConfig();
+  kc.loadFromString(sandboxKubeconfig(api.url));
+  kube = new KubeJsonClient(kc);
+});
+after(async () => {
+  await kube.close();
+  await api.close();
+});
+beforeEach(async () => {
+  await fetch(`${api.url}/_sandbox/reset`, { method: "POST" });
+  // A registry per test, so the counters each test reads are its own.
+  registry = createMetricsRegistry({ defaultMetrics: false });
+  app = createProtectionApp({
+    controller: new ProtectionController({ kube, metrics: protectionMetrics(registry) }),
+    logger: createLogger({ name: "protection", level: "silent" }),
+    metrics: registry,
+  });
+});
+
+interface SyncAnswer {
+  status: number;
+  outcomes: string[];
+  body: Record<string, unknown>;
+  retryAfter: string | undefined;
+}
+
+async function send(
+  type: "ADDED" | "MODIFIED" | "DELETED",
+  object: KubeObject | undefined,
+): Promise<SyncAnswer> {
+  const r = await request(app)
+    .post("/")
+    .set("content-type", "application/json")
+    .send(JSON.stringify({ type, object }));
+  const results = (r.body.results ?? []) as { synced?: { object: string; outcome: string }[] }[];
+  return {
+    status: r.status,
+    body: r.body,
+    retryAfter: r.headers["retry-after"],
+    outcomes: results.flatMap((x) => (x.synced ?? []).map((s) => `${s.object}: ${s.outcome}`)),
+  };
+}
+
+function claim(name: string, finalizers = [pvcProtectionFinalizer]): PersistentVolumeClaim {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: { name, namespace: "default", finalizers },
+    spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+  };
+}
+
+function pod(name: string, claimName: string, nodeName = "node-a"): Pod {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "default" },
+    spec: {
+      nodeName,
+      containers: [{ name: "app", image: "busybox" }],
+      volumes: [{ name: "data", persistentVolumeClaim: { claimName } }],
+    },
+  };
+}
+
+function volume(name: string, finalizers = [pvProtectionFinalizer]): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name, finalizers },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      capacity: { storage: "1Gi" },
+      csi: { driver: "hostpath.csi.k8s.io", volumeHandle: name },
+    },
+  };
+}
+
+/** DELETE with DeleteOptions gracePeriodSeconds (which the JSON client does not send); the pod if it is still there. */
+async function deletePod(name: string, gracePeriodSeconds?: number): Promise<Pod | undefined> {
+  const res = await fetch(`${api.url}/api/v1/namespaces/default/pods/${name}`, {
+    method: "DELETE",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ apiVersion: "v1", kind: "DeleteOptions", gracePeriodSeconds }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  return getOptional(() => kube.get<Pod>(pods, name, "default"));
+}
+
+async function deleting<T extends KubeObject>(
+  r: typeof persistentVolumeClaims,
+  name: string,
+  namespace?: string,
+): Promise<T> {
+  const marked = await kube.delete(r, name, namespace);
+  assert.ok(marked?.metadata.deletionTimestamp, `${name} is held by its finalizer`);
+  return marked as T;
+}
+
+async function metric(name: string, kind: string): Promise<number> {
+  const m = await registry.getSingleMetric(name)?.get();
+  return m?.values.find((v) => v.labels.kind === kind)?.value ?? 0;
+}
+
+describe("pvc-protection", () => {
+  it("an unused claim being deleted loses its finalizer and is gone", async () => {
+    await kube.create(persistentVolumeClaims, claim("unused"));
+    const marked = await deleting<PersistentVolumeClaim>(persistentVolumeClaims, "unused", "default");
+    const r = await send("MODIFIED", marked);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.outcomes, [`claim default/unused: removed ${pvcProtectionFinalizer}: no pod uses it`]);
+    assert.equal(await getOptional(() => kube.get(persistentVolumeClaims, "unused", "default")), undefined);
+    assert.equal(await metric("protection_finalizers_removed_total", "PersistentVolumeClaim"), 1);
+    // Told again (a duplicate delivery): nothing left to do, nothing written.
+    const again = await send("MODIFIED", marked);
+    assert.deepEqual(again.outcomes, ["claim default/unused: claim is gone"]);
+    const text = (await request(app).get("/metrics")).text;
+    assert.match(text, /protection_finalizers_removed_total\{kind="PersistentVolumeClaim"\} 1/);
+  });
+
+  it("a claim used by a scheduled pod stays until the pod is gone, then goes", async () => {
+    await kube.create(persistentVolumeClaims, claim("used"));
+    await kube.create(pods, pod("user", "used"));
+    const marked = await deleting<PersistentVolumeClaim>(persistentVolumeClaims, "used", "default");
+    const kept = await send("MODIFIED", marked);
+    assert.deepEqual(kept.outcomes, [
+      `claim default/used: kept ${pvcProtectionFinalizer}: used by pod default/user`,
+    ]);
+    const still = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "used", "default");
+    assert.deepEqual(still.metadata.finalizers, [pvcProtectionFinalizer]);
+
+    // A running pod's update frees nothing and reads no claim.
+    const running = await kube.get<Pod>(pods, "user", "default");
+    assert.deepEqual((await send("MODIFIED", running)).outcomes, [
+      "pod default/user: scheduled and not terminated: frees no claim",
+    ]);
+
+    // Graceful deletion: the pod is terminating but still there, so it still holds the claim.
+    const terminating = await deletePod("user");
+    assert.ok(terminating?.metadata.deletionTimestamp, "a scheduled pod is deleted gracefully");
+    assert.deepEqual((await send("MODIFIED", terminating)).outcomes, [
+      `claim default/used: kept ${pvcProtectionFinalizer}: used by pod default/user`,
+    ]);
+    assert.ok(await getOptional(() => kube.get(persistentVolumeClaims, "used", "default")));
+
+    // Gone for good (the kubelet's grace-0 delete): its DELETED event frees the claim.
+    assert.equal(await deletePod("user", 0), undefined);
+    const freed = await send("DELETED", terminating);
+    assert.deepEqual(freed.outcomes, [
+      `claim default/used: removed ${pvcProtectionFinalizer}: no pod uses it`,
+    ]);
+    assert.equal(await getOptional(() => kube.get(persistentVolumeClaims, "used", "default")), undefined);
+  });
+
+  it("a finished pod that is not deleted still holds its claim; an unscheduled one never does", async () => {
+    await kube.create(persistentVolumeClaims, claim("done"));
+    const finished = await kube.create(pods, pod("job", "done"));
+    await kube.replace(pods, { ...finished, status: { phase: "Succeeded" } }, { subresource: "status" });
+    await kube.create(persistentVolumeClaims, claim("pending"));
+    await kube.create(pods, {
+      ...pod("waiting", "pending"),
+      spec: { ...pod("waiting", "pending").spec, nodeName: undefined },
+    } as Pod);
+    await deleting(persistentVolumeClaims, "done", "default");
+    await deleting(persistentVolumeClaims, "pending", "default");
+    const job = await kube.get<Pod>(pods, "job", "default");
+    assert.deepEqual((await send("MODIFIED", job)).outcomes, [
+      `claim default/done: kept ${pvcProtectionFinalizer}: used by pod default/job`,
+    ]);
+    const waiting = await kube.get<Pod>(pods, "waiting", "default");
+    assert.deepEqual((await send("MODIFIED", waiting)).outcomes, [
+      `claim default/pending: removed ${pvcProtectionFinalizer}: no pod uses it`,
+    ]);
+  });
+
+  it("a claim without the finalizer gets it; a protected claim's event reads nothing", async () => {
+    const bare = await kube.create(persistentVolumeClaims, claim("bare", []));
+    assert.deepEqual((await send("ADDED", bare)).outcomes, [
+      `claim default/bare: added ${pvcProtectionFinalizer}`,
+    ]);
+    const now = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "bare", "default");
+    assert.deepEqual(now.metadata.finalizers, [pvcProtectionFinalizer]);
+    api.counters.clear();
+    assert.deepEqual((await send("MODIFIED", now)).outcomes, [
+      "claim default/bare: protected (the event's copy)",
+    ]);
+    assert.deepEqual([...api.counters.keys()], [], "no API request");
+    assert.equal(await metric("protection_finalizers_added_total", "PersistentVolumeClaim"), 1);
+  });
+
+  it("a write that loses a race is decided again on fresh state", async () => {
+    await kube.create(persistentVolumeClaims, claim("raced"));
+    const marked = await deleting<PersistentVolumeClaim>(persistentVolumeClaims, "raced", "default");
+    // Our PUT waits 400 ms at the server; meanwhile someone else changes the claim.
+    api.faults.set({ latencyMs: 400, verbs: ["update"], resources: ["persistentvolumeclaims"] });
+    api.counters.clear();
+    const sync = send("MODIFIED", marked);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    await kube.patch(
+      persistentVolumeClaims,
+      "raced",
+      "default",
+      { metadata: { labels: { touched: "yes" } } },
+      "merge",
+    );
+    const r = await sync;
+    api.faults.clear();
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.outcomes, [`claim default/raced: removed ${pvcProtectionFinalizer}: no pod uses it`]);
+    assert.equal(
+      api.counters.get("update persistentvolumeclaims"),
+      2,
+      "the first PUT lost (409), the second won",
+    );
+    assert.equal(api.counters.get("list pods"), 2, "each attempt proves non-use on its own live list");
+    assert.equal(await getOptional(() => kube.get(persistentVolumeClaims, "raced", "default")), undefined);
+  });
+});
+
+describe("pv-protection", () => {
+  it("a Bound PV being deleted keeps its finalizer; once Released it goes", async () => {
+    const created = await kube.create(persistentVolumes, volume("pv-1"));
+    await kube.replace(
+      persistentVolumes,
+      { ...created, status: { phase: "Bound" } },
+      { subresource: "status" },
+    );
+    const marked = await deleting<PersistentVolume>(persistentVolumes, "pv-1");
+    assert.deepEqual((await send("MODIFIED", marked)).outcomes, [
+      `volume pv-1: kept ${pvProtectionFinalizer}: Bound`,
+    ]);
+    const bound = await kube.get<PersistentVolume>(persistentVolumes, "pv-1");
+    assert.deepEqual(bound.metadata.finalizers, [pvProtectionFinalizer]);
+    const released = await kube.replace(
+      persistentVolumes,
+      { ...bound, status: { phase: "Released" } },
+      { subresource: "status" },
+    );
+    assert.deepEqual((await send("MODIFIED", released)).outcomes, [
+      `volume pv-1: removed ${pvProtectionFinalizer}: not Bound`,
+    ]);
+    assert.equal(await getOptional(() => kube.get(persistentVolumes, "pv-1")), undefined);
+    assert.equal(await metric("protection_finalizers_removed_total", "PersistentVolume"), 1);
+    assert.equal(await metric("protection_deletions_held_total", "PersistentVolume"), 1);
+  });
+});
+
+describe("resync", () => {
+  it("checks every claim and PV being deleted or lacking its finalizer, and only those", async () => {
+    await kube.create(persistentVolumeClaims, claim("plain", []));
+    await kube.create(persistentVolumeClaims, claim("ok"));
+    await kube.create(persistentVolumeClaims, claim("gone-soon"));
+    await kube.create(persistentVolumeClaims, claim("held"));
+    await kube.create(pods, pod("holder", "held"));
+    await deleting(persistentVolumeClaims, "gone-soon", "default");
+    await deleting(persistentVolumeClaims, "held", "default");
+    await kube.create(persistentVolumes, volume("pv-plain", []));
+    await kube.create(persistentVolumes, volume("pv-released"));
+    await deleting(persistentVolumes, "pv-released");
+    const r = await request(app).post("/resync");
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(r.body.result, { claims: 3, volumes: 2, writes: 4, errors: [] });
+    const left = (await kube.list<PersistentVolumeClaim>(persistentVolumeClaims)).items;
+    assert.deepEqual(left.map((c) => [c.metadata.name, c.metadata.finalizers]).sort(), [
+      ["held", [pvcProtectionFinalizer]],
+      ["ok", [pvcProtectionFinalizer]],
+      ["plain", [pvcProtectionFinalizer]],
+    ]);
+    const pvs = (await kube.list<PersistentVolume>(persistentVolumes)).items;
+    assert.deepEqual(
+      pvs.map((v) => [v.metadata.name, v.metadata.finalizers]),
+      [["pv-plain", [pvProtectionFinalizer]]],
+    );
+  });
+});
+
+describe("bad input", () => {
+  it("garbage answers 4xx and changes nothing", async () => {
+    await kube.create(persistentVolumeClaims, claim("victim"));
+    const before = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "victim", "default");
+    for (const body of [
+      "not json",
+      "[1,2",
+      JSON.stringify({ type: "MODIFIED" }),
+      JSON.stringify({ type: "NOPE", object: {} }),
+    ]) {
+      const r = await request(app).post("/").set("content-type", "application/json").send(body);
+      assert.equal(r.status, 400, body);
+      assert.equal(typeof r.body.error, "string");
+    }
+    const badPod = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "evil", namespace: "default" },
+      spec: { volumes: [{ name: "d", persistentVolumeClaim: { claimName: "../../victim" } }] },
+    };
+    const r = await send("DELETED", badPod as KubeObject);
+    assert.equal(r.status, 400);
+    assert.match(String(r.body.error), /claimName/);
+    const noNamespace = { ...claim("victim"), metadata: { name: "victim" } };
+    const r2 = await send("MODIFIED", noNamespace as KubeObject);
+    assert.equal(r2.status, 400);
+    assert.match(String(r2.body.error), /namespace/);
+    const after = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "victim", "default");
+    assert.equal(after.metadata.resourceVersion, before.metadata.resourceVersion);
+  });
+
+  it("kinds it does not handle are acknowledged and ignored", async () => {
+    const r = await send("MODIFIED", { apiVersion: "v1", kind: "Node", metadata: { name: "node-a" } });
+    assert.equal(r.status, 200);
+    assert.match(JSON.stringify(r.body.results), /not handled by protection/);
+  });
+
+  it("API trouble answers 503 with Retry-After, so the event is sent again", async () => {
+    await kube.create(persistentVolumeClaims, claim("later"));
+    const marked = await deleting<PersistentVolumeClaim>(persistentVolumeClaims, "later", "default");
+    api.faults.set({ errorProbability: 1, errorCode: 503, verbs: ["list"], resources: ["pods"] });
+    const r = await send("MODIFIED", marked);
+    api.faults.clear();
+    assert.equal(r.status, 503);
+    assert.match(String(r.retryAfter), /^\d+$/);
+    const kept = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "later", "default");
+    assert.deepEqual(kept.metadata.finalizers, [pvcProtectionFinalizer], "no live list, no removal");
+  });
+});
+
+it("`FUNCTION=protection npm run serve` serves", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "ksf-protection-"));
+  const kubeconfig = join(dir, "kubeconfig");
+  await writeSandboxKubeconfig(kubeconfig, api.url);
+  const p = await startFunctionProcess("protection", { KUBECONFIG: kubeconfig });
+  try {
+    const r = await fetch(`${p.url}/resync`, { method: "POST" });
+    assert.equal(r.status, 200);
+    assert.equal(((await r.json()) as { function: string }).function, "protection");
+  } finally {
+    assert.equal(await p.stop(), 0);
+    await rm(dir, { recursive: true, force: true });
+  }
+});
