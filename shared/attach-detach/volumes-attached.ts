@@ -87,3 +87,19 @@ export function sameVolumesAttached(
   if (have.length !== want.size || new Set(have.map((e) => e?.name)).size !== have.length) return false;
   return have.every((e) => want.get(e?.name) === (e?.devicePath ?? ""));
 }
+
+/**
+ * The node-status invariant, for checkers: entries the node should list but
+ * does not, and entries it lists but should not (duplicates count as extra).
+ */
+export function volumesAttachedMismatch(input: VolumesAttachedInput): { missing: string[]; extra: string[] } {
+  const want = new Set(expectedVolumesAttached(input).map((e) => e.name));
+  const have = (input.node.status?.volumesAttached ?? []).map((e) => e?.name);
+  const seen = new Set<string>();
+  const extra: string[] = [];
+  for (const name of have) {
+    if (!want.has(name) || seen.has(name)) extra.push(String(name));
+    seen.add(name);
+  }
+  return { missing: [...want].filter((n) => !seen.has(n)), extra };
+}

@@ -17,7 +17,10 @@ import {
   reconcileNode,
 } from "../../shared/attach-detach/reconcile-node.ts";
 import { uniqueVolumeName, volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
-import { expectedVolumesAttached } from "../../shared/attach-detach/volumes-attached.ts";
+import {
+  expectedVolumesAttached,
+  volumesAttachedMismatch,
+} from "../../shared/attach-detach/volumes-attached.ts";
 import type {
   CSIDriver,
   Node,
@@ -585,6 +588,19 @@ describe("attach/detach: node status volumesAttached", () => {
       inTree,
       vol1,
     ]);
+    assert.deepEqual(volumesAttachedMismatch({ node: n, attachments: vas, volumes: pvs, drivers: [] }), {
+      missing: [vol1.name],
+      extra: [listed("stale").name],
+    });
+    assert.deepEqual(
+      volumesAttachedMismatch({
+        node: node("node-a", { attached: [vol1, inTree, vol1] }),
+        attachments: vas,
+        volumes: pvs,
+        drivers: [],
+      }),
+      { missing: [], extra: [vol1.name] },
+    );
     // Without pv1 the attached VolumeAttachment cannot be named: entries of its driver stay as they are.
     assert.deepEqual(
       expectedVolumesAttached({ node: n, attachments: vas, volumes: pvs.slice(1), drivers: [] }),
