@@ -91,6 +91,9 @@ it("`FUNCTION=attach-detach npm run serve` serves", async () => {
   try {
     const r = await fetch(`${p.url}/resync`, { method: "POST" });
     assert.equal(r.status, 200);
+    // Upstream's forced-detach counter is registered on the process's /metrics.
+    const metrics = await (await fetch(`${p.url}/metrics`)).text();
+    assert.match(metrics, /# TYPE attach_detach_controller_attachdetach_controller_forced_detaches counter/);
   } finally {
     assert.equal(await p.stop(), 0);
   }
