@@ -248,6 +248,38 @@ describe("pvc-protection", () => {
   });
 });
 
+describe("Reference mode (ApiServerSource sends only the object's name)", () => {
+  function referenceEvent(action: "update" | "delete", name: string) {
+    return request(app)
+      .post("/")
+      .set({
+        "content-type": "application/json",
+        "ce-specversion": "1.0",
+        "ce-id": `ref-${action}-${name}`,
+        "ce-source": api.url,
+        "ce-type": `dev.knative.apiserver.ref.${action}`,
+      })
+      .send(JSON.stringify({ apiVersion: "v1", kind: "Pod", name, namespace: "default" }));
+  }
+
+  it("a pod's update is judged on the pod read from the API; a deleted pod's claims are left to the resync", async () => {
+    await kube.create(persistentVolumeClaims, claim("for-unscheduled"));
+    const unscheduled = pod("unscheduled", "for-unscheduled");
+    delete unscheduled.spec.nodeName;
+    await kube.create(pods, unscheduled);
+    await deleting(persistentVolumeClaims, "for-unscheduled", "default");
+    const r = await referenceEvent("update", "unscheduled");
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.deepEqual(
+      r.body.results[0].synced.map((s: { outcome: string }) => s.outcome),
+      [`removed ${pvcProtectionFinalizer}: no pod uses it`],
+    );
+    const gone = await referenceEvent("delete", "unscheduled");
+    assert.equal(gone.status, 200);
+    assert.match(gone.body.results[0].synced[0].outcome, /left to the resync/);
+  });
+});
+
 describe("pv-protection", () => {
   it("a Bound PV being deleted keeps its finalizer; once Released it goes", async () => {
     const created = await kube.create(persistentVolumes, volume("pv-1"));
