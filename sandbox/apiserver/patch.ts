@@ -1,45 +1,25 @@
-// The PATCH content types kube-apiserver accepts, applied to plain JSON objects. Inputs are
-// never mutated and results never share structure with them.
+// The PATCH content types kube-apiserver accepts, applied to plain JSON objects: JSON
+// patch, merge patch, and dispatch on Content-Type (strategic merge lives in
+// strategic-merge.ts). Inputs are never mutated and results never share structure with them.
 
 import type { Operation } from "fast-json-patch";
 // fast-json-patch is CommonJS without an "exports" map: Node's ESM loader cannot see its
 // named exports, so only the default import works at runtime.
 import jsonpatch from "fast-json-patch";
 
-export class PatchError extends Error {
-  readonly code: number;
+import { isObject, type JsonObject, own, PatchError, setOwn } from "./patch-values.ts";
+import { applyStrategicMergePatch } from "./strategic-merge.ts";
 
-  constructor(code: number, message: string) {
-    super(message);
-    this.name = "PatchError";
-    this.code = code;
-  }
-}
+export { PatchError } from "./patch-values.ts";
+export { applyStrategicMergePatch } from "./strategic-merge.ts";
 
 export const JSON_PATCH = "application/json-patch+json";
 export const MERGE_PATCH = "application/merge-patch+json";
 export const STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json";
+/** What the sandbox applies to built-in types. */
 export const SUPPORTED_PATCH_TYPES: readonly string[] = [JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH];
-
-type JsonObject = Record<string, unknown>;
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function own(obj: JsonObject, key: string): unknown {
-  return Object.hasOwn(obj, key) ? obj[key] : undefined;
-}
-
-function setOwn(obj: JsonObject, key: string, value: unknown): void {
-  // JSON.parse yields "__proto__" as an ordinary key; plain assignment would instead
-  // replace the object's prototype.
-  if (key === "__proto__") {
-    Object.defineProperty(obj, key, { value, writable: true, enumerable: true, configurable: true });
-  } else {
-    obj[key] = value;
-  }
-}
+/** Custom resources have no Go struct to read merge strategies from, so upstream refuses strategic merge on them. */
+export const CUSTOM_RESOURCE_PATCH_TYPES: readonly string[] = [JSON_PATCH, MERGE_PATCH];
 
 // ---------------------------------------------------------------------------
 // RFC 6902 JSON patch
@@ -142,338 +122,28 @@ export function applyMergePatch(doc: unknown, patch: unknown): unknown {
 }
 
 // ---------------------------------------------------------------------------
-// Kubernetes strategic merge patch
-
-/** How a list merges: by a key field of its elements, or (key null) as a set of primitives. */
-interface ListRule {
-  readonly mergeKey: string | null;
-}
-
-const PRIMITIVE_SET: ListRule = { mergeKey: null };
-const byKey = (mergeKey: string): ListRule => ({ mergeKey });
-
-const COMMON_LIST_RULES: ReadonlyArray<readonly [string, ListRule]> = [
-  ["metadata.finalizers", PRIMITIVE_SET],
-  ["metadata.ownerReferences", byKey("uid")],
-];
-
-function podSpecListRules(prefix: string): Array<[string, ListRule]> {
-  const rules: Array<[string, ListRule]> = [
-    [`${prefix}.volumes`, byKey("name")],
-    [`${prefix}.imagePullSecrets`, byKey("name")],
-  ];
-  for (const containers of ["containers", "initContainers", "ephemeralContainers"]) {
-    const base = `${prefix}.${containers}`;
-    rules.push(
-      [base, byKey("name")],
-      [`${base}.env`, byKey("name")],
-      [`${base}.ports`, byKey("containerPort")],
-      [`${base}.volumeMounts`, byKey("mountPath")],
-      [`${base}.volumeDevices`, byKey("devicePath")],
-    );
-  }
-  return rules;
-}
-
-// Lists not listed here are atomic and replaced whole, as upstream. Node spec.taints is
-// deliberately absent: upstream declares it atomic, so a patch replaces all taints.
-const RESOURCE_LIST_RULES: ReadonlyMap<string, ReadonlyArray<readonly [string, ListRule]>> = new Map([
-  ["pods", [...podSpecListRules("spec"), ["status.conditions", byKey("type")] as const]],
-  [
-    "nodes",
-    [
-      ["status.conditions", byKey("type")],
-      ["status.addresses", byKey("type")],
-    ],
-  ],
-  ["persistentvolumeclaims", [["status.conditions", byKey("type")]]],
-]);
-
-function listRulesFor(resourcePlural: string): ReadonlyMap<string, ListRule> {
-  return new Map([...COMMON_LIST_RULES, ...(RESOURCE_LIST_RULES.get(resourcePlural) ?? [])]);
-}
-
-const PATCH_DIRECTIVE = "$patch";
-const RETAIN_KEYS = "$retainKeys";
-const SET_ELEMENT_ORDER = "$setElementOrder/";
-const DELETE_FROM_PRIMITIVE_LIST = "$deleteFromPrimitiveList/";
-
-function isDirectiveKey(key: string): boolean {
-  return (
-    key === PATCH_DIRECTIVE ||
-    key === RETAIN_KEYS ||
-    key.startsWith(SET_ELEMENT_ORDER) ||
-    key.startsWith(DELETE_FROM_PRIMITIVE_LIST)
-  );
-}
-
-/** Marker returned when a map patch carries `$patch: delete`. */
-const DELETED = Symbol("deleted");
-
-function childPath(path: string, key: string): string {
-  return path === "" ? key : `${path}.${key}`;
-}
-
-function at(path: string): string {
-  return path === "" ? "the object" : `"${path}"`;
-}
-
-function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
-function stringList(value: unknown, what: string): string[] {
-  if (!Array.isArray(value) || !value.every((item) => typeof item === "string")) {
-    throw new PatchError(400, `${what} must be a list of strings`);
-  }
-  return value;
-}
-
-function listValue(value: unknown, what: string): unknown[] {
-  if (!Array.isArray(value)) throw new PatchError(400, `${what} must be a list`);
-  return value;
-}
-
-class StrategicMerger {
-  readonly rules: ReadonlyMap<string, ListRule>;
-
-  constructor(resourcePlural: string) {
-    this.rules = listRulesFor(resourcePlural);
-  }
-
-  /** Merges `patch` into `original` in place (both are private clones). */
-  mergeMap(original: JsonObject, patch: JsonObject, path: string): JsonObject | typeof DELETED {
-    const directive = own(patch, PATCH_DIRECTIVE);
-    if (directive === "delete") return DELETED;
-    if (directive === "replace") {
-      const rest = { ...patch };
-      delete rest[PATCH_DIRECTIVE];
-      return this.mergeMap({}, rest, path);
-    }
-    if (directive !== undefined && directive !== "merge") {
-      throw new PatchError(400, `unknown $patch directive ${JSON.stringify(directive)} in ${at(path)}`);
-    }
-    this.retainKeys(original, patch, path);
-    this.deleteFromPrimitiveLists(original, patch, path);
-    const orders = this.elementOrders(original, patch, path);
-    for (const [key, value] of Object.entries(patch)) {
-      if (!isDirectiveKey(key)) this.mergeField(original, key, value, childPath(path, key));
-    }
-    for (const order of orders) this.applyOrder(original, order);
-    return original;
-  }
-
-  mergeField(original: JsonObject, key: string, value: unknown, path: string): void {
-    const current = own(original, key);
-    if (value === null) {
-      delete original[key];
-    } else if (isObject(value)) {
-      const merged = this.mergeMap(isObject(current) ? current : {}, value, path);
-      if (merged === DELETED) delete original[key];
-      else setOwn(original, key, merged);
-    } else if (Array.isArray(value)) {
-      setOwn(original, key, this.mergeList(Array.isArray(current) ? current : [], value, path));
-    } else {
-      setOwn(original, key, value);
-    }
-  }
-
-  /** `$retainKeys`: keys of the original not listed are dropped before merging. */
-  retainKeys(original: JsonObject, patch: JsonObject, path: string): void {
-    if (!Object.hasOwn(patch, RETAIN_KEYS)) return;
-    const retained = stringList(patch[RETAIN_KEYS], `$retainKeys in ${at(path)}`);
-    for (const key of Object.keys(patch)) {
-      if (!isDirectiveKey(key) && !retained.includes(key)) {
-        throw new PatchError(422, `patch key "${key}" in ${at(path)} is not listed in $retainKeys`);
-      }
-    }
-    for (const key of Object.keys(original)) {
-      if (!retained.includes(key)) delete original[key];
-    }
-  }
-
-  deleteFromPrimitiveLists(original: JsonObject, patch: JsonObject, path: string): void {
-    for (const [key, value] of Object.entries(patch)) {
-      if (!key.startsWith(DELETE_FROM_PRIMITIVE_LIST)) continue;
-      const field = key.slice(DELETE_FROM_PRIMITIVE_LIST.length);
-      const doomed = listValue(value, `${key} in ${at(path)}`);
-      if (doomed.some((item) => typeof item === "object" && item !== null)) {
-        throw new PatchError(400, `${key} in ${at(path)} may only list primitive values`);
-      }
-      const current = own(original, field);
-      if (Array.isArray(current)) {
-        setOwn(
-          original,
-          field,
-          current.filter((item) => !doomed.includes(item)),
-        );
-      }
-    }
-  }
-
-  /** Collects `$setElementOrder/<field>` with the field's keys before the merge. */
-  elementOrders(original: JsonObject, patch: JsonObject, path: string): ElementOrder[] {
-    const orders: ElementOrder[] = [];
-    for (const [key, value] of Object.entries(patch)) {
-      if (!key.startsWith(SET_ELEMENT_ORDER)) continue;
-      const field = key.slice(SET_ELEMENT_ORDER.length);
-      const order = listValue(value, `${key} in ${at(path)}`);
-      const rule = this.rules.get(childPath(path, field));
-      // Atomic lists come out exactly as patched, so there is nothing to order.
-      if (rule === undefined) continue;
-      const before = own(original, field);
-      orders.push({
-        field,
-        rule,
-        keys: order.map((item) => orderKey(item, rule, `${key} in ${at(path)}`)),
-        serverKeys: Array.isArray(before) ? before.map((item) => elementKey(item, rule)) : [],
-      });
-    }
-    return orders;
-  }
-
-  applyOrder(original: JsonObject, order: ElementOrder): void {
-    const merged = own(original, order.field);
-    if (!Array.isArray(merged)) return;
-    setOwn(original, order.field, orderElements(merged, order));
-  }
-
-  mergeList(original: unknown[], patch: unknown[], path: string): unknown[] {
-    // A `{"$patch": "replace"}` element turns the rest of the list into the new value.
-    const replaceAt = patch.findIndex((item) => isObject(item) && own(item, PATCH_DIRECTIVE) === "replace");
-    const rule = this.rules.get(path);
-    if (replaceAt >= 0 || rule === undefined) {
-      const rest = replaceAt >= 0 ? patch.filter((_, index) => index !== replaceAt) : patch;
-      return rule === undefined ? this.cleanList(rest, path) : this.mergeList([], rest, path);
-    }
-    if (rule.mergeKey === null) return this.mergePrimitiveSet(original, patch, path);
-    return this.mergeKeyedList(original, patch, path, rule.mergeKey);
-  }
-
-  /** Atomic list: the patch value, with directives stripped from any maps inside. */
-  cleanList(patch: unknown[], path: string): unknown[] {
-    const cleaned: unknown[] = [];
-    for (const item of patch) {
-      if (isObject(item)) {
-        const merged = this.mergeMap({}, item, path);
-        if (merged !== DELETED) cleaned.push(merged);
-      } else if (Array.isArray(item)) {
-        cleaned.push(this.cleanList(item, path));
-      } else {
-        cleaned.push(item);
-      }
-    }
-    return cleaned;
-  }
-
-  /** Union keeping the original order and appending new values. */
-  mergePrimitiveSet(original: unknown[], patch: unknown[], path: string): unknown[] {
-    const result = [...original];
-    for (const item of patch) {
-      if (typeof item === "object" && item !== null) {
-        throw new PatchError(400, `${at(path)} is a list of primitive values; the patch contains an object`);
-      }
-      if (!result.includes(item)) result.push(item);
-    }
-    return result;
-  }
-
-  mergeKeyedList(original: unknown[], patch: unknown[], path: string, mergeKey: string): unknown[] {
-    let result = [...original];
-    for (const item of patch) {
-      if (!isObject(item) || !Object.hasOwn(item, mergeKey)) {
-        throw new PatchError(400, `elements of ${at(path)} must be objects with the merge key "${mergeKey}"`);
-      }
-      const key = item[mergeKey];
-      const matches = (candidate: unknown): boolean =>
-        isObject(candidate) && jsonEqual(own(candidate, mergeKey), key);
-      const index = result.findIndex(matches);
-      const existing = index >= 0 ? result[index] : undefined;
-      const merged = this.mergeMap(isObject(existing) ? existing : {}, item, path);
-      if (merged === DELETED) {
-        // Deleting removes every element with the key, duplicates included.
-        result = result.filter((candidate) => !matches(candidate));
-      } else if (index >= 0) {
-        result[index] = merged;
-      } else {
-        result.push(merged);
-      }
-    }
-    return result;
-  }
-}
-
-interface ElementOrder {
-  readonly field: string;
-  readonly rule: ListRule;
-  /** Keys in the order the client wants. */
-  readonly keys: readonly unknown[];
-  /** Keys of the list as stored before this patch. */
-  readonly serverKeys: readonly unknown[];
-}
-
-function elementKey(item: unknown, rule: ListRule): unknown {
-  if (rule.mergeKey === null) return item;
-  return isObject(item) ? own(item, rule.mergeKey) : undefined;
-}
-
-function orderKey(item: unknown, rule: ListRule, what: string): unknown {
-  if (rule.mergeKey === null) return item;
-  if (!isObject(item) || !Object.hasOwn(item, rule.mergeKey)) {
-    throw new PatchError(400, `${what}: elements must be objects with the merge key "${rule.mergeKey}"`);
-  }
-  return item[rule.mergeKey];
-}
-
-function indexOfKey(keys: readonly unknown[], key: unknown): number {
-  return keys.findIndex((candidate) => jsonEqual(candidate, key));
-}
-
-/**
- * Elements named in `$setElementOrder` take the requested order; elements only the server
- * knows keep their place relative to them, judged by the order stored before the patch.
- */
-function orderElements(merged: readonly unknown[], order: ElementOrder): unknown[] {
-  const keyOf = (item: unknown): unknown => elementKey(item, order.rule);
-  const requested = merged
-    .filter((item) => indexOfKey(order.keys, keyOf(item)) >= 0)
-    .sort((a, b) => indexOfKey(order.keys, keyOf(a)) - indexOfKey(order.keys, keyOf(b)));
-  const serverOnly = merged.filter((item) => indexOfKey(order.keys, keyOf(item)) < 0);
-  const result: unknown[] = [];
-  let r = 0;
-  let s = 0;
-  while (r < requested.length && s < serverOnly.length) {
-    const requestedAt = indexOfKey(order.serverKeys, keyOf(requested[r]));
-    const serverAt = indexOfKey(order.serverKeys, keyOf(serverOnly[s]));
-    const serverFirst = requestedAt >= 0 && serverAt >= 0 && serverAt < requestedAt;
-    result.push(serverFirst ? serverOnly[s++] : requested[r++]);
-  }
-  return [...result, ...requested.slice(r), ...serverOnly.slice(s)];
-}
-
-/**
- * Kubernetes strategic merge patch over the list strategies our objects use (see
- * RESOURCE_LIST_RULES); other lists are replaced. Directives never reach the result.
- */
-export function applyStrategicMergePatch(
-  doc: JsonObject,
-  patch: unknown,
-  resourcePlural: string,
-): JsonObject {
-  if (!isObject(patch)) throw new PatchError(400, "strategic merge patch must be a JSON object");
-  const original: unknown = structuredClone(doc);
-  const merger = new StrategicMerger(resourcePlural);
-  const merged = merger.mergeMap(isObject(original) ? original : {}, structuredClone(patch), "");
-  return merged === DELETED ? {} : merged;
-}
-
-// ---------------------------------------------------------------------------
 // Dispatch on Content-Type
 
-function mediaType(contentType: string): string {
-  return (contentType.split(";")[0] ?? "").trim().toLowerCase();
+/**
+ * The patch type a PATCH request's Content-Type names, checked as kube-apiserver
+ * checks it: parameters after the first ";" dropped, then an exact,
+ * case-sensitive match. kube-apiserver also accepts server-side apply
+ * (application/apply-patch+yaml); the sandbox does not implement it, so it
+ * answers 415 for it and names only the types it does apply.
+ */
+export function patchTypeOf(
+  contentType: string,
+  accepted: readonly string[] = SUPPORTED_PATCH_TYPES,
+): string {
+  const semicolon = contentType.indexOf(";");
+  const mediaType = semicolon > 0 ? contentType.slice(0, semicolon) : contentType;
+  if (!accepted.includes(mediaType)) {
+    throw new PatchError(
+      415,
+      `the body of the request was in an unknown format - accepted media types include: ${accepted.join(", ")}`,
+    );
+  }
+  return mediaType;
 }
 
 function requireObject(result: unknown): JsonObject {
@@ -481,26 +151,22 @@ function requireObject(result: unknown): JsonObject {
   return result;
 }
 
-/** Applies a PATCH request body according to its Content-Type (parameters are ignored). */
+/** Applies a PATCH request body according to its Content-Type (see patchTypeOf). */
 export function applyPatch(
   contentType: string,
   doc: JsonObject,
   patch: unknown,
   resourcePlural: string,
+  accepted: readonly string[] = SUPPORTED_PATCH_TYPES,
 ): JsonObject {
-  switch (mediaType(contentType)) {
+  switch (patchTypeOf(contentType, accepted)) {
     case JSON_PATCH:
       return requireObject(applyJsonPatch(doc, patch));
     case MERGE_PATCH:
       // RFC 7386 would replace the document; kube-apiserver refuses non-object bodies.
       if (!isObject(patch)) throw new PatchError(400, "merge patch must be a JSON object");
       return requireObject(applyMergePatch(doc, patch));
-    case STRATEGIC_MERGE_PATCH:
-      return applyStrategicMergePatch(doc, patch, resourcePlural);
     default:
-      throw new PatchError(
-        415,
-        `the body of the request was in an unknown format - accepted media types include: ${SUPPORTED_PATCH_TYPES.join(", ")}`,
-      );
+      return applyStrategicMergePatch(doc, patch, resourcePlural);
   }
 }

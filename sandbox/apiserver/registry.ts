@@ -5,7 +5,14 @@
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { applyDefaults } from "./defaults.ts";
-import { applyPatch, PatchError } from "./patch.ts";
+import { required } from "./field-errors.ts";
+import {
+  applyPatch,
+  CUSTOM_RESOURCE_PATCH_TYPES,
+  PatchError,
+  patchTypeOf,
+  SUPPORTED_PATCH_TYPES,
+} from "./patch.ts";
 import { planPodDeletion } from "./pod-deletion.ts";
 import {
   apiVersionOf,
@@ -28,6 +35,7 @@ import {
   alreadyExists,
   badRequest,
   conflict,
+  deletePreconditionConflict,
   invalid,
   namespaceNotFound,
   notFound,
@@ -170,13 +178,15 @@ export class Registry {
     }
     const page = matching.slice(0, limit);
     const last = page[page.length - 1]!;
+    // Upstream counts what remains only for an unfiltered list: with a selector etcd's count would be wrong.
+    const filtered = Boolean(options.labelSelector || options.fieldSelector);
     return {
       items: page.map(copy),
       resourceVersion,
       continueToken: Buffer.from(JSON.stringify({ rv: resourceVersion, start: keyOf(last) })).toString(
         "base64url",
       ),
-      remainingItemCount: matching.length - limit,
+      ...(filtered ? {} : { remainingItemCount: matching.length - limit }),
     };
   }
 
@@ -218,9 +228,7 @@ export class Registry {
     const meta = o.metadata;
     if (!meta.name) {
       if (!meta.generateName) {
-        throw invalid(t, "", [
-          { field: "metadata.name", message: "Required value: name or generateName is required" },
-        ]);
+        throw invalid(t, "", [required("metadata.name", "name or generateName is required")]);
       }
       meta.name = meta.generateName + randomSuffix();
     }
@@ -291,36 +299,34 @@ export class Registry {
     return this.commitUpdate(t, old, this.applyPatchTo(t, old, contentType, patch), options);
   }
 
+  /** 415 unless the PATCH Content-Type is one the sandbox applies to t; checked before the object is read, as upstream. */
+  checkPatchType(t: ResourceType, contentType: string): void {
+    patchErrorsAsApiErrors(() => patchTypeOf(contentType, acceptedPatchTypes(t)));
+  }
+
   /** The object a PATCH body turns `old` into (decoded, not yet built into an update). */
   applyPatchTo(t: ResourceType, old: KubeObject, contentType: string, patch: unknown): KubeObject {
-    let patched: unknown;
-    try {
-      patched = applyPatch(contentType, old, patch, t.plural);
-    } catch (e) {
-      if (e instanceof PatchError) {
-        const reason = e.code === 422 ? "Invalid" : e.code === 415 ? "UnsupportedMediaType" : "BadRequest";
-        throw new ApiError(e.code, reason, e.message);
-      }
-      throw e;
-    }
+    const patched = patchErrorsAsApiErrors(() =>
+      applyPatch(contentType, old, patch, t.plural, acceptedPatchTypes(t)),
+    );
     return this.decode(t, patched);
   }
 
-  /** DeleteOptions.preconditions against the stored object (409 Conflict). */
+  /** DeleteOptions.preconditions against the stored object (409 Conflict, worded as rest.BeforeDelete). */
   checkDeletePreconditions(t: ResourceType, old: KubeObject, pre: DeleteOptions["preconditions"]): void {
     const name = old.metadata.name ?? "";
     if (pre?.uid && pre.uid !== old.metadata.uid) {
-      throw conflict(
+      throw deletePreconditionConflict(
         t,
         name,
-        `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${old.metadata.uid}`,
+        `the UID in the precondition (${pre.uid}) does not match the UID in record (${old.metadata.uid ?? ""}). The object might have been deleted and then recreated`,
       );
     }
     if (pre?.resourceVersion && pre.resourceVersion !== old.metadata.resourceVersion) {
-      throw conflict(
+      throw deletePreconditionConflict(
         t,
         name,
-        `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${old.metadata.resourceVersion}`,
+        `the ResourceVersion in the precondition (${pre.resourceVersion}) does not match the ResourceVersion in record (${old.metadata.resourceVersion ?? ""}). The object might have been modified`,
       );
     }
   }
@@ -505,6 +511,22 @@ export class Registry {
         this.store.remove(t, ns, o.metadata.name ?? "", last);
       }
     }
+  }
+}
+
+function acceptedPatchTypes(t: ResourceType): readonly string[] {
+  return t.customResource ? CUSTOM_RESOURCE_PATCH_TYPES : SUPPORTED_PATCH_TYPES;
+}
+
+function patchErrorsAsApiErrors<T>(apply: () => T): T {
+  try {
+    return apply();
+  } catch (e) {
+    if (e instanceof PatchError) {
+      const reason = e.code === 422 ? "Invalid" : e.code === 415 ? "UnsupportedMediaType" : "BadRequest";
+      throw new ApiError(e.code, reason, e.message);
+    }
+    throw e;
   }
 }
 

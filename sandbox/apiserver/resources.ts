@@ -16,6 +16,8 @@ export interface ResourceType {
   hasStatus: boolean;
   /** Create resets status to this (kube's PrepareForCreate); undefined keeps what was sent. */
   statusOnCreate?: () => Record<string, unknown>;
+  /** Served by a CustomResourceDefinition in a real cluster (no strategic merge patch there). */
+  customResource?: boolean;
 }
 
 const allVerbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"] as const;
@@ -138,6 +140,7 @@ export const resourceTypes: readonly ResourceType[] = [
     namespaced: true,
     shortNames: ["vs"],
     hasStatus: true,
+    customResource: true,
   }),
   type({
     group: "snapshot.storage.k8s.io",
@@ -147,6 +150,7 @@ export const resourceTypes: readonly ResourceType[] = [
     namespaced: false,
     shortNames: ["vsc"],
     hasStatus: true,
+    customResource: true,
   }),
   type({
     group: "admissionregistration.k8s.io",

@@ -106,13 +106,18 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
+/**
+ * A create or update body must be JSON. Parsed as Go's mime.ParseMediaType
+ * (case and parameters ignored; none given means JSON). kube-apiserver also
+ * reads YAML and protobuf; the 415 names only what the sandbox reads.
+ */
 function requireJson(req: IncomingMessage): void {
-  const ct = (req.headers["content-type"] ?? "application/json").split(";")[0]!.trim();
-  if (ct !== "application/json" && ct !== "*/*") {
+  const ct = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  if (ct !== "" && ct !== "application/json") {
     throw new ApiError(
       415,
       "UnsupportedMediaType",
-      `the body of the request was in an unknown format - accepted media types include: application/json`,
+      "the body of the request was in an unknown format - accepted media types include: application/json",
     );
   }
 }
@@ -173,17 +178,29 @@ function verbOf(method: string, r: ResourceRequest, query: URLSearchParams): str
   }
 }
 
+/** A typed list as kube-apiserver writes it: its items carry no kind or apiVersion of their own. */
 function listObject(t: ResourceType, result: ListResult): Record<string, unknown> {
   return {
     kind: t.listKind,
     apiVersion: apiVersionOf(t),
-    metadata: {
-      resourceVersion: result.resourceVersion,
-      ...(result.continueToken ? { continue: result.continueToken } : {}),
-      ...(result.remainingItemCount !== undefined ? { remainingItemCount: result.remainingItemCount } : {}),
-    },
-    items: result.items,
+    metadata: listMeta(result),
+    items: result.items.map(withoutTypeMeta),
   };
+}
+
+/** ListMeta: `continue` only when more remain; remainingItemCount only when the registry counted it. */
+function listMeta(result: ListResult): Record<string, unknown> {
+  return {
+    resourceVersion: result.resourceVersion,
+    ...(result.continueToken ? { continue: result.continueToken } : {}),
+    ...(result.remainingItemCount !== undefined ? { remainingItemCount: result.remainingItemCount } : {}),
+  };
+}
+
+/** A shallow copy without kind and apiVersion (the stored object stays as it is). */
+function withoutTypeMeta(o: KubeObject): Omit<KubeObject, "kind" | "apiVersion"> {
+  const { kind: _kind, apiVersion: _apiVersion, ...rest } = o;
+  return rest;
 }
 
 /** DeleteOptions.gracePeriodSeconds from the body, else the query parameter. */
@@ -374,8 +391,7 @@ export class SandboxApiServer {
           shared: true,
         });
         if (wantsTable(req.headers.accept)) {
-          const meta = listObject(t, result).metadata as Record<string, unknown>;
-          return send(res, 200, toTable(t, result.items, meta, includeObjectParam(query)));
+          return send(res, 200, toTable(t, result.items, listMeta(result), includeObjectParam(query)));
         }
         return send(res, 200, listObject(t, result));
       }
@@ -409,8 +425,14 @@ export class SandboxApiServer {
         return send(res, 200, updated, warningHeaders(ctx.warnings));
       }
       case "patch": {
-        const body = await readBody(req);
         const contentType = req.headers["content-type"] ?? "";
+        try {
+          this.registry.checkPatchType(t, contentType);
+        } catch (e) {
+          await readBody(req).catch(() => undefined);
+          throw e;
+        }
+        const body = await readBody(req);
         const options = { dryRun, subresource: r.subresource };
         if (!this.writes.active(t))
           return send(res, 200, this.registry.patch(t, r.namespace, r.name!, contentType, body, options));

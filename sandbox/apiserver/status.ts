@@ -1,5 +1,6 @@
 // metav1.Status failures, shaped and worded like kube-apiserver's so that
 // client libraries and kubectl classify them exactly as they would upstream.
+import { aggregateMessage, type FieldError } from "./field-errors.ts";
 import type { ResourceType } from "./resources.ts";
 
 export interface StatusDetails {
@@ -39,8 +40,14 @@ function qualified(t: ResourceType): string {
   return t.group === "" ? t.plural : `${t.plural}.${t.group}`;
 }
 
-function detailsOf(t: ResourceType, name: string): StatusDetails {
-  return { name, ...(t.group ? { group: t.group } : {}), kind: t.plural };
+/** StatusDetails in Go's field order; empty name and group are omitted as Go's omitempty does. */
+function detailsOf(t: ResourceType, name: string, kind: string = t.plural): StatusDetails {
+  return { ...(name ? { name } : {}), ...(t.group ? { group: t.group } : {}), kind };
+}
+
+/** schema.GroupKind.String(): `Kind` for core, `Kind.group` otherwise. */
+function qualifiedKind(t: ResourceType): string {
+  return t.group === "" ? t.kind : `${t.kind}.${t.group}`;
 }
 
 export function notFound(t: ResourceType, name: string): ApiError {
@@ -66,17 +73,35 @@ export function conflict(t: ResourceType, name: string, why?: string): ApiError 
   );
 }
 
-export function invalid(
-  t: ResourceType,
-  name: string,
-  causes: { field: string; message: string }[],
-): ApiError {
-  const text = causes.map((c) => `${c.field}: ${c.message}`).join(", ");
-  return new ApiError(422, "Invalid", `${t.kind} "${name}" is invalid: ${text}`, {
-    ...detailsOf(t, name),
-    kind: t.kind,
-    causes: causes.map((c) => ({ reason: "FieldValueInvalid", message: c.message, field: c.field })),
-  });
+/**
+ * errors.NewInvalid: 422 naming the Kind (not the resource), one cause per
+ * field error with its type as the reason.
+ */
+export function invalid(t: ResourceType, name: string, errors: readonly FieldError[]): ApiError {
+  return new ApiError(
+    422,
+    "Invalid",
+    `${qualifiedKind(t)} ${JSON.stringify(name)} is invalid: ${aggregateMessage(errors)}`,
+    {
+      ...detailsOf(t, name, t.kind),
+      causes: errors.map((e) => ({ reason: e.type, message: e.body, field: e.field })),
+    },
+  );
+}
+
+/**
+ * A DeleteOptions precondition that does not hold. kube-apiserver checks these
+ * in rest.BeforeDelete, which builds its Conflict from the object's Kind where
+ * every other Conflict names the resource: details.kind and the message say
+ * "PersistentVolumeClaim", not "persistentvolumeclaims".
+ */
+export function deletePreconditionConflict(t: ResourceType, name: string, why: string): ApiError {
+  return new ApiError(
+    409,
+    "Conflict",
+    `Operation cannot be fulfilled on ${qualifiedKind(t)} ${JSON.stringify(name)}: ${why}`,
+    detailsOf(t, name, t.kind),
+  );
 }
 
 export function badRequest(message: string): ApiError {

@@ -4,12 +4,8 @@
 // VolumeAttachment spec immutability, finalizers during deletion).
 import { isDeepStrictEqual } from "node:util";
 import { compareQuantities, isValidQuantity } from "../../shared/kube/quantity.ts";
+import { type FieldError, forbidden, invalid, required } from "./field-errors.ts";
 import type { KubeObject } from "./store.ts";
-
-export interface FieldError {
-  field: string;
-  message: string;
-}
 
 type Obj = Record<string, unknown>;
 
@@ -19,17 +15,20 @@ function obj(v: unknown): Obj {
   return v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {};
 }
 
+const dns1123SubdomainMessage =
+  "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/** ValidateObjectMeta's name check: one Invalid per failed rule (length, then format), as upstream. */
 export function validateName(name: string): FieldError[] {
-  if (name.length > 253 || !dns1123Subdomain.test(name)) {
-    return [
-      {
-        field: "metadata.name",
-        message: `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
-      },
-    ];
-  }
-  return [];
+  const errs: FieldError[] = [];
+  if (name.length > 253) errs.push(invalid("metadata.name", name, "must be no more than 253 characters"));
+  if (!dns1123Subdomain.test(name)) errs.push(invalid("metadata.name", name, dns1123SubdomainMessage));
+  return errs;
 }
+
+// Upstream fails such a body while decoding it; the sandbox reports the same rule as a field error.
+const quantityFormat =
+  "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 function requestedStorage(spec: Obj): unknown {
   return obj(obj(spec.resources).requests).storage;
@@ -66,17 +65,10 @@ const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
     const involvedNs = obj(o.involvedObject).namespace;
     const ns = o.metadata.namespace ?? "";
     if (typeof involvedNs === "string" && involvedNs !== "" && involvedNs !== ns) {
-      return [
-        {
-          field: "involvedObject.namespace",
-          message: `Invalid value: "${involvedNs}": does not match event.namespace`,
-        },
-      ];
+      return [invalid("involvedObject.namespace", involvedNs, "does not match event.namespace")];
     }
     if ((involvedNs === undefined || involvedNs === "") && ns !== "default" && ns !== "") {
-      return [
-        { field: "involvedObject.namespace", message: `Invalid value: "": does not match event.namespace` },
-      ];
+      return [invalid("involvedObject.namespace", "", "does not match event.namespace")];
     }
     return [];
   },
@@ -84,12 +76,12 @@ const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
     const spec = obj(o.spec);
     const errs: FieldError[] = [];
     if (!Array.isArray(spec.accessModes) || spec.accessModes.length === 0) {
-      errs.push({ field: "spec.accessModes", message: "Required value: at least 1 access mode is required" });
+      errs.push(required("spec.accessModes", "at least 1 access mode is required"));
     }
     const storage = requestedStorage(spec);
-    if (storage === undefined) errs.push({ field: "spec.resources[storage]", message: "Required value" });
+    if (storage === undefined) errs.push(required("spec.resources[storage]"));
     else if (typeof storage !== "string" || !isValidQuantity(storage)) {
-      errs.push({ field: "spec.resources[storage]", message: `Invalid value: ${JSON.stringify(storage)}` });
+      errs.push(invalid("spec.resources[storage]", storage, quantityFormat));
     }
     return errs;
   },
@@ -97,32 +89,35 @@ const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
     const spec = obj(o.spec);
     const errs: FieldError[] = [];
     if (!Array.isArray(spec.accessModes) || spec.accessModes.length === 0) {
-      errs.push({ field: "spec.accessModes", message: "Required value" });
+      errs.push(required("spec.accessModes"));
     }
     const storage = obj(spec.capacity).storage;
-    if (storage === undefined) errs.push({ field: "spec.capacity", message: "Required value" });
+    if (storage === undefined) errs.push(required("spec.capacity"));
     else if (typeof storage !== "string" || !isValidQuantity(storage)) {
-      errs.push({ field: "spec.capacity[storage]", message: `Invalid value: ${JSON.stringify(storage)}` });
+      errs.push(invalid("spec.capacity[storage]", storage, quantityFormat));
     }
     const sources = pvSources.filter((s) => spec[s] !== undefined);
-    if (sources.length === 0)
-      errs.push({ field: "spec", message: "Required value: must specify a volume type" });
-    if (sources.length > 1)
-      errs.push({ field: "spec", message: "Forbidden: may not specify more than 1 volume type" });
+    if (sources.length === 0) errs.push(required("spec", "must specify a volume type"));
+    // Upstream names each source after the first.
+    for (const extra of sources.slice(1)) {
+      errs.push(forbidden(`spec.${extra}`, "may not specify more than 1 volume type"));
+    }
     return errs;
   },
   volumeattachments(o) {
     const spec = obj(o.spec);
     const errs: FieldError[] = [];
-    if (!spec.attacher) errs.push({ field: "spec.attacher", message: "Required value" });
-    if (!spec.nodeName) errs.push({ field: "spec.nodeName", message: "Required value" });
+    if (!spec.attacher) errs.push(required("spec.attacher"));
     const source = obj(spec.source);
-    const n = (source.persistentVolumeName ? 1 : 0) + (source.inlineVolumeSpec ? 1 : 0);
-    if (n !== 1)
-      errs.push({
-        field: "spec.source",
-        message: "Required value: must specify exactly one of persistentVolumeName or inlineVolumeSpec",
-      });
+    const exactlyOne = "must specify exactly one of inlineVolumeSpec and persistentVolumeName";
+    const hasPv = source.persistentVolumeName !== undefined && source.persistentVolumeName !== null;
+    const hasInline = source.inlineVolumeSpec !== undefined && source.inlineVolumeSpec !== null;
+    if (!hasPv && !hasInline) errs.push(required("spec.source", exactlyOne));
+    else if (hasPv && hasInline) errs.push(forbidden("spec.source", exactlyOne));
+    else if (hasPv && source.persistentVolumeName === "") {
+      errs.push(required("spec.source.persistentVolumeName", "must specify non empty persistentVolumeName"));
+    }
+    if (!spec.nodeName) errs.push(required("spec.nodeName"));
     return errs;
   },
 };
@@ -153,18 +148,16 @@ function validatePvcUpdate(next: KubeObject, old: KubeObject): FieldError[] {
     obj(obj(newSpec.resources).requests).storage = oldStorage;
   }
   if (!isDeepStrictEqual(newSpec, oldSpec)) {
-    errs.push({
-      field: "spec",
-      message:
-        "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
-    });
+    errs.push(
+      forbidden(
+        "spec",
+        "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
+      ),
+    );
   }
   if (typeof newStorage === "string" && typeof oldStorage === "string" && isValidQuantity(newStorage)) {
     if (compareQuantities(newStorage, oldStorage) < 0) {
-      errs.push({
-        field: "spec.resources.requests.storage",
-        message: "Forbidden: field can not be less than previous value",
-      });
+      errs.push(forbidden("spec.resources.requests.storage", "field can not be less than previous value"));
     }
   }
   return errs;
@@ -176,15 +169,15 @@ function validatePvUpdate(next: KubeObject, old: KubeObject): FieldError[] {
   const oldSpec = obj(old.spec);
   for (const s of pvSources) {
     if (!isDeepStrictEqual(newSpec[s], oldSpec[s])) {
-      errs.push({
-        field: "spec.persistentvolumesource",
-        message: "Forbidden: spec.persistentvolumesource is immutable after creation",
-      });
+      errs.push(
+        forbidden("spec.persistentvolumesource", "spec.persistentvolumesource is immutable after creation"),
+      );
       break;
     }
   }
+  // Upstream's path for this one lacks the "spec." prefix.
   if (newSpec.volumeMode !== oldSpec.volumeMode) {
-    errs.push({ field: "spec.volumeMode", message: "Invalid value: field is immutable" });
+    errs.push(invalid("volumeMode", newSpec.volumeMode, "field is immutable"));
   }
   return errs;
 }
@@ -193,15 +186,15 @@ const updateValidators: Record<string, (next: KubeObject, old: KubeObject) => Fi
   persistentvolumeclaims: validatePvcUpdate,
   persistentvolumes: validatePvUpdate,
   volumeattachments(next, old) {
-    return isDeepStrictEqual(next.spec, old.spec)
-      ? []
-      : [{ field: "spec", message: "Invalid value: field is immutable" }];
+    return isDeepStrictEqual(next.spec, old.spec) ? [] : [invalid("spec", next.spec, "field is immutable")];
   },
   storageclasses(next, old) {
     const errs: FieldError[] = [];
-    for (const f of ["provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"]) {
-      if (!isDeepStrictEqual(next[f], old[f]))
-        errs.push({ field: f, message: `Forbidden: updates to ${f} are forbidden.` });
+    for (const f of ["provisioner", "parameters", "reclaimPolicy"]) {
+      if (!isDeepStrictEqual(next[f], old[f])) errs.push(forbidden(f, `updates to ${f} are forbidden.`));
+    }
+    if (next.volumeBindingMode !== old.volumeBindingMode) {
+      errs.push(invalid("volumeBindingMode", next.volumeBindingMode, "field is immutable"));
     }
     return errs;
   },
@@ -211,12 +204,15 @@ export function validateUpdate(plural: string, next: KubeObject, old: KubeObject
   const errs: FieldError[] = [];
   if (old.metadata.deletionTimestamp) {
     const before = new Set(old.metadata.finalizers ?? []);
-    const added = (next.metadata.finalizers ?? []).filter((f) => !before.has(f));
+    // Upstream prints the new ones as a sorted Go set: []string{"a", "b"}.
+    const added = [...new Set((next.metadata.finalizers ?? []).filter((f) => !before.has(f)))].sort();
     if (added.length > 0) {
-      errs.push({
-        field: "metadata.finalizers",
-        message: `Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{${added.map((f) => JSON.stringify(f)).join(", ")}}`,
-      });
+      errs.push(
+        forbidden(
+          "metadata.finalizers",
+          `no new finalizers can be added if the object is being deleted, found new finalizers []string{${added.map((f) => JSON.stringify(f)).join(", ")}}`,
+        ),
+      );
     }
   }
   return errs.concat(updateValidators[plural]?.(next, old) ?? []);
