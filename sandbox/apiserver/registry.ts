@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { applyDefaults } from "./defaults.ts";
 import { required } from "./field-errors.ts";
+import { sortMapKeys } from "./map-keys.ts";
 import {
   applyPatch,
   CUSTOM_RESOURCE_PATCH_TYPES,
@@ -250,6 +251,7 @@ export class Registry {
     if (this.store.peek(t, meta.namespace, meta.name ?? "")) throw alreadyExists(t, meta.name ?? "");
     if (options.dryRun) {
       meta.resourceVersion = "";
+      sortMapKeys(t, o);
       return o;
     }
     meta.resourceVersion = this.store.nextRevision().toString();
@@ -469,7 +471,10 @@ export class Registry {
     const name = old.metadata.name ?? "";
     // A no-op write is not a write: same resourceVersion, no watch event (as etcd-backed kube does).
     if (isDeepStrictEqual(next, old)) return structuredClone(old);
-    if (options.dryRun) return next;
+    if (options.dryRun) {
+      sortMapKeys(t, next);
+      return next;
+    }
 
     next.metadata.resourceVersion = this.store.nextRevision().toString();
     if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {

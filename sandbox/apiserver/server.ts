@@ -7,6 +7,7 @@ import { type UserInfo, WebhookAdmission } from "./admission.ts";
 import { type AdmissionContext, AdmittedWrites } from "./admitted-writes.ts";
 import { coreVersions, group, groupList, resourceList, serverVersion } from "./discovery.ts";
 import { FaultInjector, parseFaultSettings } from "./faults.ts";
+import { goJson, goJsonList } from "./map-keys.ts";
 import { bindPod } from "./pod-binding.ts";
 import { type ListResult, Registry } from "./registry.ts";
 import { apiVersionOf, findResourceType, type ResourceType } from "./resources.ts";
@@ -61,7 +62,26 @@ function send(
   body: unknown,
   headers: Record<string, string | string[]> = {},
 ): void {
-  const text = JSON.stringify(body);
+  sendText(res, code, JSON.stringify(body), headers);
+}
+
+/** An object of type t, its maps' keys in Go's order (see map-keys.ts). */
+function sendObject(
+  res: ServerResponse,
+  code: number,
+  t: ResourceType,
+  o: unknown,
+  headers: Record<string, string | string[]> = {},
+): void {
+  sendText(res, code, goJson(t, o), headers);
+}
+
+function sendText(
+  res: ServerResponse,
+  code: number,
+  text: string,
+  headers: Record<string, string | string[]> = {},
+): void {
   res.writeHead(code, {
     "Content-Type": "application/json",
     "Content-Length": Buffer.byteLength(text),
@@ -179,13 +199,12 @@ function verbOf(method: string, r: ResourceRequest, query: URLSearchParams): str
 }
 
 /** A typed list as kube-apiserver writes it: its items carry no kind or apiVersion of their own. */
-function listObject(t: ResourceType, result: ListResult): Record<string, unknown> {
-  return {
-    kind: t.listKind,
-    apiVersion: apiVersionOf(t),
-    metadata: listMeta(result),
-    items: result.items.map(withoutTypeMeta),
-  };
+function listJson(t: ResourceType, result: ListResult): string {
+  return goJsonList(
+    t,
+    { kind: t.listKind, apiVersion: apiVersionOf(t), metadata: listMeta(result) },
+    result.items.map(withoutTypeMeta),
+  );
 }
 
 /** ListMeta: `continue` only when more remain; remainingItemCount only when the registry counted it. */
@@ -379,7 +398,7 @@ export class SandboxApiServer {
             toTable(t, [o], { resourceVersion: o.metadata.resourceVersion }, includeObjectParam(query)),
           );
         }
-        return send(res, 200, o);
+        return sendObject(res, 200, t, o);
       }
       case "list": {
         const limit = Number(query.get("limit") ?? "0");
@@ -393,7 +412,7 @@ export class SandboxApiServer {
         if (wantsTable(req.headers.accept)) {
           return send(res, 200, toTable(t, result.items, listMeta(result), includeObjectParam(query)));
         }
-        return send(res, 200, listObject(t, result));
+        return sendText(res, 200, listJson(t, result));
       }
       case "watch":
         return this.watch(req, res, r, query);
@@ -402,17 +421,17 @@ export class SandboxApiServer {
         const body = await readBody(req);
         // Webhooks only when some configuration exists: otherwise the write stays synchronous.
         if (!this.writes.active(t))
-          return send(res, 201, this.registry.create(t, r.namespace, body, { dryRun }));
+          return sendObject(res, 201, t, this.registry.create(t, r.namespace, body, { dryRun }));
         const ctx = this.admissionContext(req);
         const created = await this.writes.create(t, r.namespace, body, { dryRun }, ctx);
-        return send(res, 201, created, warningHeaders(ctx.warnings));
+        return sendObject(res, 201, t, created, warningHeaders(ctx.warnings));
       }
       case "update": {
         requireJson(req);
         const body = await readBody(req);
         const options = { dryRun, subresource: r.subresource };
         if (!this.writes.active(t))
-          return send(res, 200, this.registry.update(t, r.namespace, r.name!, body, options));
+          return sendObject(res, 200, t, this.registry.update(t, r.namespace, r.name!, body, options));
         const ctx = this.admissionContext(req);
         const updated = await this.writes.update(
           t,
@@ -422,7 +441,7 @@ export class SandboxApiServer {
           options,
           ctx,
         );
-        return send(res, 200, updated, warningHeaders(ctx.warnings));
+        return sendObject(res, 200, t, updated, warningHeaders(ctx.warnings));
       }
       case "patch": {
         const contentType = req.headers["content-type"] ?? "";
@@ -435,7 +454,12 @@ export class SandboxApiServer {
         const body = await readBody(req);
         const options = { dryRun, subresource: r.subresource };
         if (!this.writes.active(t))
-          return send(res, 200, this.registry.patch(t, r.namespace, r.name!, contentType, body, options));
+          return sendObject(
+            res,
+            200,
+            t,
+            this.registry.patch(t, r.namespace, r.name!, contentType, body, options),
+          );
         const ctx = this.admissionContext(req);
         const patched = await this.writes.update(
           t,
@@ -445,7 +469,7 @@ export class SandboxApiServer {
           options,
           ctx,
         );
-        return send(res, 200, patched, warningHeaders(ctx.warnings));
+        return sendObject(res, 200, t, patched, warningHeaders(ctx.warnings));
       }
       case "delete": {
         if (r.subresource)
@@ -457,10 +481,10 @@ export class SandboxApiServer {
         const gracePeriodSeconds = gracePeriodOf(body, query);
         const options = { dryRun, preconditions, gracePeriodSeconds };
         if (!this.writes.active(t))
-          return send(res, 200, this.registry.delete(t, r.namespace, r.name!, options));
+          return sendObject(res, 200, t, this.registry.delete(t, r.namespace, r.name!, options));
         const ctx = this.admissionContext(req);
         const deleted = await this.writes.delete(t, r.namespace, r.name!, options, ctx);
-        return send(res, 200, deleted, warningHeaders(ctx.warnings));
+        return sendObject(res, 200, t, deleted, warningHeaders(ctx.warnings));
       }
       case "deletecollection": {
         await readBody(req);
@@ -475,10 +499,10 @@ export class SandboxApiServer {
           if (this.writes.active(t)) await this.writes.delete(t, o.metadata.namespace, name, { dryRun }, ctx);
           else this.registry.delete(t, o.metadata.namespace, name, { dryRun });
         }
-        return send(
+        return sendText(
           res,
           200,
-          listObject(t, { ...result, resourceVersion: this.store.currentRevision.toString() }),
+          listJson(t, { ...result, resourceVersion: this.store.currentRevision.toString() }),
           warningHeaders(ctx.warnings),
         );
       }
@@ -540,7 +564,8 @@ export class SandboxApiServer {
         table && type !== "ERROR" && type !== "BOOKMARK"
           ? toTable(t, [object as KubeObject], {}, includeObject)
           : object;
-      res.write(`${JSON.stringify({ type, object: payload })}\n`);
+      const encoded = payload === object && type !== "ERROR" ? goJson(t, object) : JSON.stringify(payload);
+      res.write(`{"type":${JSON.stringify(type)},"object":${encoded}}\n`);
     };
     const deliver = (c: StoredChange): void => {
       if (c.resource !== t) return;

@@ -1,6 +1,7 @@
 // The sandbox's "etcd": objects by resource and key, one global monotonic
 // resourceVersion, and a bounded history of changes that watches replay from.
 // It stores what it is given; the API semantics live in registry.ts.
+import { sortMapKeys } from "./map-keys.ts";
 import type { ResourceType } from "./resources.ts";
 
 export interface ObjectMeta {
@@ -107,8 +108,13 @@ export class ObjectStore {
     return this.bucket(t).size;
   }
 
-  /** Writes `object` (whose metadata.resourceVersion the caller already stamped) and records the change. */
+  /**
+   * Writes `object` (whose metadata.resourceVersion the caller already stamped) and records
+   * the change. Its map fields are re-keyed in Go's order first, so every answer and watch
+   * event writes them as kube-apiserver does.
+   */
   put(t: ResourceType, type: "ADDED" | "MODIFIED", object: KubeObject): void {
+    sortMapKeys(t, object);
     const key = keyOf(object.metadata.namespace, object.metadata.name ?? "");
     const b = this.bucket(t);
     const previous = b.get(key);
