@@ -32,6 +32,7 @@ export const systemFunctions: readonly { name: string; kinds: readonly string[] 
     kinds: ["Pod", "Node", "PersistentVolumeClaim", "PersistentVolume", "VolumeAttachment"],
   },
   { name: "attacher", kinds: ["VolumeAttachment", "PersistentVolume"] },
+  { name: "protection", kinds: ["PersistentVolumeClaim", "PersistentVolume", "Pod"] },
 ];
 
 export interface SystemOptions {

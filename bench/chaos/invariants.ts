@@ -26,10 +26,20 @@
 // - releasedDeleteVolumesLeft: PVs with reclaim policy Delete whose claim is
 //   gone but which still exist (the provisioner must delete them).
 // - churnClaimsStuck: deleted churn claims still present (finalizers held).
+// - nodeVolumesAttached: node status entries (status.volumesAttached) missing
+//   for an attached VolumeAttachment, or listed without one, at the end; and
+//   entries listed at any moment without an attached VolumeAttachment (watchdog).
 // - attachmentsLeft: VolumeAttachments left, and volumes the driver still
 //   has published, once every pod is gone.
 import type { BackingVolume } from "../../sandbox/csi/driver.ts";
-import type { PersistentVolume, PersistentVolumeClaim, VolumeAttachment } from "../../shared/kube/types.ts";
+import { volumesAttachedMismatch } from "../../shared/attach-detach/volumes-attached.ts";
+import type {
+  CSIDriver,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  VolumeAttachment,
+} from "../../shared/kube/types.ts";
 import type { Trace } from "./trace.ts";
 import type { WatchdogReport } from "./watchdog.ts";
 
@@ -37,6 +47,8 @@ export interface EndState {
   claims: PersistentVolumeClaim[];
   volumes: PersistentVolume[];
   attachments: VolumeAttachment[];
+  nodes: Node[];
+  drivers: CSIDriver[];
   pods: number;
   backingVolumes: BackingVolume[];
 }
@@ -62,6 +74,7 @@ export const invariantNames = [
   "rwoVolumesOnTwoNodes",
   "releasedDeleteVolumesLeft",
   "churnClaimsStuck",
+  "nodeVolumesAttached",
   "attachmentsLeft",
 ] as const;
 export type InvariantName = (typeof invariantNames)[number];
@@ -212,6 +225,24 @@ export function checkInvariants(
         `still present, finalizers ${JSON.stringify(c.metadata.finalizers ?? [])}`,
       );
   }
+
+  // Node status against the attachments.
+  for (const node of end.nodes) {
+    const { missing, extra } = volumesAttachedMismatch({
+      node,
+      attachments: end.attachments,
+      volumes: end.volumes,
+      drivers: end.drivers,
+    });
+    if (missing.length + extra.length > 0)
+      add(
+        "nodeVolumesAttached",
+        node.metadata.name,
+        `at the end, missing ${missing.join(", ") || "-"}; extra ${extra.join(", ") || "-"}`,
+      );
+  }
+  for (const v of seen.listedNotAttached)
+    add("nodeVolumesAttached", v.object, `at ${v.atMs} ms, ${v.detail}`);
 
   // Attachments left once every pod is gone.
   if (end.pods === 0) {

@@ -15,6 +15,7 @@ import { CsiClient } from "../../shared/csi/client.ts";
 import { type Forwarder, startForwarder } from "../../shared/forwarder/index.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
+  csiDrivers,
   csiNodes,
   nodes,
   persistentVolumeClaims,
@@ -24,7 +25,9 @@ import {
   volumeAttachments,
 } from "../../shared/kube/resources.ts";
 import type {
+  CSIDriver,
   KubeObject,
+  Node,
   PersistentVolume,
   PersistentVolumeClaim,
   Pod,
@@ -502,18 +505,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const tSettle = Date.now();
 
     // --- the verdict ---
-    const [claims, volumes, attachments, podList, backing, driverStats, finalCounters] = await Promise.all([
-      harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
-      harness.list<PersistentVolume>(persistentVolumes),
-      harness.list<VolumeAttachment>(volumeAttachments),
-      harness.list<Pod>(pods),
-      getJson<{ volumes: BackingVolume[] }>(`${sandbox.csi.adminUrl}/volumes`),
-      getJson<DriverStats>(`${sandbox.csi.adminUrl}/stats`),
-      counters(),
-    ]);
+    const [claims, volumes, attachments, nodeList, drivers, podList, backing, driverStats, finalCounters] =
+      await Promise.all([
+        harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
+        harness.list<PersistentVolume>(persistentVolumes),
+        harness.list<VolumeAttachment>(volumeAttachments),
+        harness.list<Node>(nodes),
+        harness.list<CSIDriver>(csiDrivers),
+        harness.list<Pod>(pods),
+        getJson<{ volumes: BackingVolume[] }>(`${sandbox.csi.adminUrl}/volumes`),
+        getJson<DriverStats>(`${sandbox.csi.adminUrl}/stats`),
+        counters(),
+      ]);
     const seen = watchdog.report();
     const result = checkInvariants(
-      { claims, volumes, attachments, pods: podList.length, backingVolumes: backing.volumes },
+      {
+        claims,
+        volumes,
+        attachments,
+        nodes: nodeList,
+        drivers,
+        pods: podList.length,
+        backingVolumes: backing.volumes,
+      },
       {
         mainClaims: mainClaims.map((c) => claimKey(c.name)),
         churnClaims: churnClaims.map((c) => claimKey(c.name)),

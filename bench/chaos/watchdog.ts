@@ -13,6 +13,11 @@
 // - pvBoundToTwoClaims: a PV named by spec.volumeName of two claims that are
 //   both phase Bound at the same moment.
 // - staticPvDeleted: a pre-created static PV (Retain) that disappeared.
+// - listedNotAttached: a node whose status.volumesAttached names a CSI volume
+//   while no VolumeAttachment of that node for it says attached and is not
+//   being deleted: the kubelet mounts what that list names, so the entry must
+//   leave before the detach starts and come only after the attach.
+import { resourceTypes } from "../../sandbox/apiserver/resources.ts";
 import type { KubeObject, ObjectStore, StoredChange } from "../../sandbox/apiserver/store.ts";
 import type { Trace } from "./trace.ts";
 
@@ -28,12 +33,18 @@ export interface WatchdogReport {
   attachedOnTwoNodes: Violation[];
   pvBoundToTwoClaims: Violation[];
   staticPvDeleted: Violation[];
+  listedNotAttached: Violation[];
   /** How many of the tracked claims are Bound right now. */
   boundClaims: number;
   changesSeen: number;
 }
 
-type FoundKind = "rwoOnTwoNodes" | "attachedOnTwoNodes" | "pvBoundToTwoClaims" | "staticPvDeleted";
+type FoundKind =
+  | "rwoOnTwoNodes"
+  | "attachedOnTwoNodes"
+  | "pvBoundToTwoClaims"
+  | "staticPvDeleted"
+  | "listedNotAttached";
 
 interface MaybeSpec {
   spec?: {
@@ -41,10 +52,16 @@ interface MaybeSpec {
     volumeName?: unknown;
     nodeName?: unknown;
     source?: { persistentVolumeName?: unknown };
+    attacher?: unknown;
     claimRef?: { name?: unknown; uid?: unknown };
     csi?: { volumeHandle?: unknown };
   };
-  status?: { phase?: unknown; attached?: unknown; attachError?: { message?: unknown } };
+  status?: {
+    phase?: unknown;
+    attached?: unknown;
+    attachError?: { message?: unknown };
+    volumesAttached?: unknown;
+  };
 }
 
 /** One line per change for the trace: what changed, in the terms the invariants use. */
@@ -86,6 +103,14 @@ export class Watchdog {
   private readonly trackedClaims: ReadonlySet<string>;
   /** PV name -> VA name -> { node, attached } */
   private readonly attachments = new Map<string, Map<string, { node: string; attached: boolean }>>();
+  /** `<node> kubernetes.io/csi/<driver>^<handle>` of every attached VolumeAttachment not being deleted. */
+  private readonly attachedKeys = new Map<string, string>();
+  /** VA name -> its key in attachedKeys. */
+  private readonly keyOfAttachment = new Map<string, string>();
+  /** Node name -> the CSI entries its status lists. */
+  private readonly listed = new Map<string, string[]>();
+  /** PV name -> volume handle. */
+  private readonly handles = new Map<string, string>();
   /** PV name -> single-node access, from the PV's last state. */
   private readonly pvSingleNode = new Map<string, boolean>();
   /** PV name -> keys of Bound claims naming it. */
@@ -97,6 +122,7 @@ export class Watchdog {
     attachedOnTwoNodes: new Map<string, Violation>(),
     pvBoundToTwoClaims: new Map<string, Violation>(),
     staticPvDeleted: new Map<string, Violation>(),
+    listedNotAttached: new Map<string, Violation>(),
   };
   private changes = 0;
   private unsubscribe: (() => void) | undefined;
@@ -110,6 +136,14 @@ export class Watchdog {
   }
 
   watch(store: ObjectStore): void {
+    // What exists already (the static PVs, the nodes) is replayed first, as a watch from revision 0 would.
+    for (const plural of ["persistentvolumes", "nodes"]) {
+      const t = resourceTypes.find((r) => r.group === "" && r.plural === plural)!;
+      for (const object of store.peekAll(t)) {
+        const resourceVersion = BigInt(object.metadata.resourceVersion ?? "0");
+        this.onChange({ type: "ADDED", resource: t, object, previous: undefined, resourceVersion });
+      }
+    }
     this.unsubscribe = store.subscribe((c) => this.onChange(c));
   }
 
@@ -128,12 +162,38 @@ export class Watchdog {
     if (kind === "/persistentvolumes") this.onVolume(c);
     else if (kind === "/persistentvolumeclaims") this.onClaim(c);
     else if (kind === "storage.k8s.io/volumeattachments") this.onAttachment(c);
+    else if (kind === "/nodes") this.onNode(c);
+  }
+
+  private onNode(c: StoredChange): void {
+    const node = c.object.metadata.name ?? "";
+    const list = (c.object as MaybeSpec).status?.volumesAttached;
+    const names =
+      c.type === "DELETED" || !Array.isArray(list)
+        ? []
+        : list
+            .map((e) => str((e as { name?: unknown } | null)?.name))
+            .filter((n): n is string => n?.startsWith("kubernetes.io/csi/") === true);
+    this.listed.set(node, names);
+    for (const name of names) this.checkListed(node, name);
+  }
+
+  private checkListed(node: string, entry: string): void {
+    if ([...this.attachedKeys.values()].includes(`${node} ${entry}`)) return;
+    this.record(
+      "listedNotAttached",
+      `${node} ${entry}`,
+      "listed in node status without an attached VolumeAttachment",
+    );
   }
 
   private onVolume(c: StoredChange): void {
     const name = c.object.metadata.name ?? "";
     const handle = str((c.object as MaybeSpec).spec?.csi?.volumeHandle);
-    if (handle) this.trace.notePvHandle(name, handle);
+    if (handle) {
+      this.trace.notePvHandle(name, handle);
+      this.handles.set(name, handle);
+    }
     this.trace.add(name, describe(c));
     if (c.type === "DELETED") {
       if (this.staticPvNames.has(name)) this.record("staticPvDeleted", name, "static Retain PV deleted");
@@ -177,6 +237,7 @@ export class Watchdog {
     if (byVa.size === 0) this.attachments.delete(pv);
     else this.attachments.set(pv, byVa);
     this.checkAttachments(pv);
+    this.trackAttached(c, pv);
   }
 
   private checkAttachments(pv: string): void {
@@ -193,6 +254,28 @@ export class Watchdog {
     }
   }
 
+  /** Keeps attachedKeys current; an attachment that stops counting must not still be listed on its node. */
+  private trackAttached(c: StoredChange, pv: string): void {
+    const o = c.object as MaybeSpec;
+    const name = c.object.metadata.name ?? "";
+    const node = str(o.spec?.nodeName) ?? "";
+    const handle = this.handles.get(pv);
+    const counts =
+      c.type !== "DELETED" && o.status?.attached === true && !c.object.metadata.deletionTimestamp && handle;
+    const before = this.keyOfAttachment.get(name);
+    if (counts) {
+      const key = `${node} kubernetes.io/csi/${str(o.spec?.attacher)}^${handle}`;
+      this.keyOfAttachment.set(name, key);
+      this.attachedKeys.set(name, key);
+      return;
+    }
+    this.keyOfAttachment.delete(name);
+    this.attachedKeys.delete(name);
+    if (before === undefined) return;
+    const [beforeNode, entry] = before.split(" ") as [string, string];
+    if (this.listed.get(beforeNode)?.includes(entry)) this.checkListed(beforeNode, entry);
+  }
+
   /** Tracked claims currently Bound (from the last state seen). */
   get boundClaims(): number {
     let n = 0;
@@ -206,6 +289,7 @@ export class Watchdog {
       attachedOnTwoNodes: [...this.found.attachedOnTwoNodes.values()],
       pvBoundToTwoClaims: [...this.found.pvBoundToTwoClaims.values()],
       staticPvDeleted: [...this.found.staticPvDeleted.values()],
+      listedNotAttached: [...this.found.listedNotAttached.values()],
       boundClaims: this.boundClaims,
       changesSeen: this.changes,
     };
