@@ -3,6 +3,13 @@
 // reads is checked here first, so the rules can trust their types and a
 // malformed object is a clear 400 instead of a crash (or a silently wrong
 // decision). Fields the rules do not read are left alone, unknown ones too.
+//
+// null is "unset", as Go's decoder reads it: kube-apiserver serializes some
+// unset fields as null (metadata.creationTimestamp of every object it has
+// not stored yet). The checked object is a copy without null members, so
+// the rules see unset fields as absent; a patch computed against that copy
+// applies to the original too (it only adds where the copy has nothing,
+// which replaces a null).
 
 import type { PersistentVolume, PersistentVolumeClaim, VolumeAttachment } from "../kube/types.ts";
 import { AdmissionReviewError, describeJsonValue } from "./review.ts";
@@ -22,16 +29,51 @@ function record(value: unknown, path: string): Json {
   return value;
 }
 
-function optionalRecord(from: Json, key: string, path: string, nullable = false): void {
+function optionalRecord(from: Json, key: string, path: string): void {
   const value = from[key];
-  if (value === undefined || (nullable && value === null)) return;
-  if (!isRecord(value)) fail(`${path}.${key}`, nullable ? "an object or null" : "an object", value);
+  if (value === undefined) return;
+  if (!isRecord(value)) fail(`${path}.${key}`, "an object or null", value);
 }
 
-function optionalString(from: Json, key: string, path: string, nullable = false): void {
+function optionalString(from: Json, key: string, path: string): void {
   const value = from[key];
-  if (value === undefined || (nullable && value === null)) return;
-  if (typeof value !== "string") fail(`${path}.${key}`, nullable ? "a string or null" : "a string", value);
+  if (value === undefined) return;
+  if (typeof value !== "string") fail(`${path}.${key}`, "a string or null", value);
+}
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+
+/** A metav1.Time: RFC 3339, as Go's time.Parse(time.RFC3339) reads it. */
+function optionalTimestamp(from: Json, key: string, path: string): void {
+  const value = from[key];
+  if (value === undefined) return;
+  if (typeof value !== "string" || !RFC3339.test(value) || Number.isNaN(Date.parse(value)))
+    fail(`${path}.${key}`, "an RFC 3339 timestamp (or null)", value);
+}
+
+/** The value without null object members, at any depth; subtrees without any are shared, not copied. */
+export function withoutNullMembers(value: unknown): unknown {
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    value.forEach((item, i) => {
+      const next = withoutNullMembers(item);
+      if (next !== item) {
+        copy ??= [...value];
+        copy[i] = next;
+      }
+    });
+    return copy ?? value;
+  }
+  if (!isRecord(value)) return value;
+  let copy: Json | undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const next = item === null ? undefined : withoutNullMembers(item);
+    if (next === item) continue;
+    copy ??= { ...value };
+    if (next === undefined) delete copy[key];
+    else copy[key] = next;
+  }
+  return copy ?? value;
 }
 
 function optionalStringMap(from: Json, key: string, path: string): void {
@@ -68,31 +110,32 @@ function checkTypeMeta(obj: Json, path: string, apiVersions: readonly string[], 
 function checkMetadata(obj: Json, path: string): void {
   const meta = record(obj.metadata, `${path}.metadata`);
   const at = `${path}.metadata`;
-  for (const key of ["name", "generateName", "namespace", "uid", "creationTimestamp", "deletionTimestamp"])
-    optionalString(meta, key, at);
+  for (const key of ["name", "generateName", "namespace", "uid"]) optionalString(meta, key, at);
+  optionalTimestamp(meta, "creationTimestamp", at);
+  optionalTimestamp(meta, "deletionTimestamp", at);
   optionalStringMap(meta, "annotations", at);
   optionalStringMap(meta, "labels", at);
   optionalStringList(meta, "finalizers", at);
 }
 
 /** A PersistentVolumeClaim as far as the claim rules read it. */
-export function claimOf(value: unknown, path: string): PersistentVolumeClaim {
-  const obj = record(value, path);
+export function claimOf(received: unknown, path: string): PersistentVolumeClaim {
+  const obj = record(withoutNullMembers(received), path);
   checkTypeMeta(obj, path, ["v1"], "PersistentVolumeClaim");
   checkMetadata(obj, path);
   const spec = record(obj.spec, `${path}.spec`);
   const at = `${path}.spec`;
-  optionalString(spec, "storageClassName", at, true);
+  optionalString(spec, "storageClassName", at);
   optionalString(spec, "volumeName", at);
-  optionalString(spec, "volumeMode", at, true);
-  optionalString(spec, "volumeAttributesClassName", at, true);
+  optionalString(spec, "volumeMode", at);
+  optionalString(spec, "volumeAttributesClassName", at);
   optionalStringList(spec, "accessModes", at);
   optionalRecord(spec, "resources", at);
   if (isRecord(spec.resources)) {
     optionalStringMap(spec.resources, "requests", `${at}.resources`);
     optionalStringMap(spec.resources, "limits", `${at}.resources`);
   }
-  optionalRecord(obj, "status", path, true);
+  optionalRecord(obj, "status", path);
   if (isRecord(obj.status)) {
     optionalString(obj.status, "phase", `${path}.status`);
     optionalStringMap(obj.status, "capacity", `${path}.status`);
@@ -101,8 +144,8 @@ export function claimOf(value: unknown, path: string): PersistentVolumeClaim {
 }
 
 /** A PersistentVolume as far as the volume rules read it. */
-export function volumeOf(value: unknown, path: string): PersistentVolume {
-  const obj = record(value, path);
+export function volumeOf(received: unknown, path: string): PersistentVolume {
+  const obj = record(withoutNullMembers(received), path);
   checkTypeMeta(obj, path, ["v1"], "PersistentVolume");
   checkMetadata(obj, path);
   const spec = record(obj.spec, `${path}.spec`);
@@ -111,8 +154,8 @@ export function volumeOf(value: unknown, path: string): PersistentVolume {
 }
 
 /** A VolumeAttachment as far as the attachment rules read it. */
-export function attachmentOf(value: unknown, path: string): VolumeAttachment {
-  const obj = record(value, path);
+export function attachmentOf(received: unknown, path: string): VolumeAttachment {
+  const obj = record(withoutNullMembers(received), path);
   checkTypeMeta(obj, path, ["storage.k8s.io/v1", "storage.k8s.io/v1beta1"], "VolumeAttachment");
   checkMetadata(obj, path);
   const spec = record(obj.spec, `${path}.spec`);
@@ -121,8 +164,8 @@ export function attachmentOf(value: unknown, path: string): VolumeAttachment {
   optionalString(spec, "nodeName", at);
   optionalRecord(spec, "source", at);
   if (isRecord(spec.source)) {
-    optionalString(spec.source, "persistentVolumeName", `${at}.source`, true);
-    optionalRecord(spec.source, "inlineVolumeSpec", `${at}.source`, true);
+    optionalString(spec.source, "persistentVolumeName", `${at}.source`);
+    optionalRecord(spec.source, "inlineVolumeSpec", `${at}.source`);
   }
   return obj as unknown as VolumeAttachment;
 }
