@@ -1,68 +1,150 @@
-// Starts the embedded sandbox (the API server and the CSI driver) and writes
-// its kubeconfig. Shared by `npm run sandbox`, `npm start` and the tests.
+// Starts the embedded sandbox, a small cluster: the API server, the CSI
+// driver (its controller plus one node plugin per node), the cluster's
+// nodes, a scheduler and one kubelet per node; and writes its kubeconfig.
+// Shared by `npm run sandbox`, `npm start` and the tests.
 import { join, resolve } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
 import { type ApiServerHandle, startApiServer } from "./apiserver/server.ts";
 import { type CsiDriverHandle, type StartCsiDriverOptions, startCsiDriver } from "./csi/server.ts";
 import { writeSandboxKubeconfig } from "./kubeconfig.ts";
+import { type KubeletStep, kubeletRootDir, SandboxKubelet } from "./kubelet/kubelet.ts";
+import { SandboxScheduler } from "./scheduler/scheduler.ts";
+
+export type { KubeletStep } from "./kubelet/kubelet.ts";
 
 export interface SandboxOptions {
   /** API server port; 0 picks a free one. */
   port?: number;
-  /** Where the kubeconfig goes; the CSI driver's socket, state and volumes go in <dir>/csi. */
+  /** Where the kubeconfig goes; the CSI driver's socket, state and volumes go in <dir>/csi, kubelets' paths in <dir>/kubelet. */
   dir: string;
   /** CSI driver settings (name, capabilities, capacity limits, ...). */
-  csi?: Omit<StartCsiDriverOptions, "dir">;
+  csi?: Omit<StartCsiDriverOptions, "dir" | "nodes">;
+  /** How many nodes; default 2. The first is named by the driver's nodeId. */
+  nodes?: number;
+  /** Run the scheduler; default true. Off for tests that bind pods themselves. */
+  scheduler?: boolean;
+  /**
+   * Run a kubelet per node; default true. Off for tests that play the
+   * kubelet themselves: then a DELETE removes a pod at once, as nobody
+   * would finish a graceful deletion.
+   */
+  kubelets?: boolean;
+  /** Every step a kubelet takes (volumesInUse, stage, publish, pod Running, ...). */
+  onKubeletStep?: (step: KubeletStep) => void;
 }
 
 export interface Sandbox {
   apiServer: ApiServerHandle;
   kubeconfigPath: string;
-  /** The CSI driver: `endpoint` (unix:///...), `adminUrl`, and the in-process `driver`. */
+  /** The CSI driver: `endpoint` (unix:///...), `nodeEndpoints`, `adminUrl`, and the in-process `driver`. */
   csi: CsiDriverHandle;
+  /** The cluster's node names, the driver's own node first. */
+  nodeNames: string[];
+  scheduler: SandboxScheduler | undefined;
+  kubelets: SandboxKubelet[];
   close(): Promise<void>;
 }
 
 export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const dir = resolve(options.dir);
-  const apiServer = await startApiServer({ port: options.port ?? 0 });
+  const runKubelets = options.kubelets ?? true;
+  const apiServer = await startApiServer({ port: options.port ?? 0, gracefulPodDeletion: runKubelets });
   const kubeconfigPath = join(dir, "kubeconfig");
   await writeSandboxKubeconfig(kubeconfigPath, apiServer.url);
+  const count = options.nodes ?? 2;
+  if (!Number.isInteger(count) || count < 1)
+    throw new Error(`nodes must be a positive integer, got ${count}`);
+  const first = options.csi?.nodeId ?? "sandbox-node";
+  const nodeNames = Array.from({ length: count }, (_, i) => (i === 0 ? first : `${first}-${i + 1}`));
   let csi: CsiDriverHandle;
   try {
-    csi = await startCsiDriver({ ...options.csi, dir: join(dir, "csi") });
+    csi = await startCsiDriver({ ...options.csi, dir: join(dir, "csi"), nodes: nodeNames });
   } catch (err) {
     await apiServer.close();
     throw err;
   }
-  apiServer.setBaseline(clusterNodeObjects(csi.driver.config));
-  return {
-    apiServer,
-    kubeconfigPath,
-    csi,
-    close: async () => {
-      await Promise.all([csi.close(), apiServer.close()]);
-    },
+  apiServer.setBaseline(clusterObjects(csi.driver.config, nodeNames));
+
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(kubeconfigPath);
+  const scheduler = (options.scheduler ?? true) ? new SandboxScheduler({ kubeConfig }) : undefined;
+  const kubelets = runKubelets
+    ? nodeNames.map(
+        (node, i) =>
+          new SandboxKubelet({
+            nodeName: node,
+            kubeConfig,
+            csiEndpoint: csi.nodeEndpoints[node]!,
+            rootDir: kubeletRootDir(dir, node),
+            podIpPrefix: `10.244.${i + 1}`,
+            ...(options.onKubeletStep ? { onStep: options.onKubeletStep } : {}),
+          }),
+      )
+    : [];
+  const close = async (): Promise<void> => {
+    await Promise.all([scheduler?.stop(), ...kubelets.map((k) => k.stop())]);
+    await Promise.all([csi.close(), apiServer.close()]);
   };
+  try {
+    await Promise.all([scheduler?.start(), ...kubelets.map((k) => k.start())]);
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { apiServer, kubeconfigPath, csi, nodeNames, scheduler, kubelets, close };
 }
 
 /**
- * The one node of the sandbox cluster, as kubelet, the CSI
- * node-driver-registrar and the driver's deployment would leave it: a Ready
- * Node labelled with the driver's topology key, the driver's CSIDriver
- * object, and a CSINode naming the driver's node id.
+ * The sandbox cluster's nodes as kubelet, the CSI node-driver-registrar and
+ * the driver's deployment leave them: Ready Nodes with hostname, driver
+ * topology and zone labels and attach/detach left to the controller, one
+ * CSINode each naming the driver's node id there, and the CSIDriver.
  */
-export function clusterNodeObjects(config: { name: string; nodeId: string; topologyKey: string }): object[] {
-  return [
+export function clusterObjects(
+  config: { name: string; nodeId: string; topologyKey: string },
+  nodeNames: readonly string[] = [config.nodeId],
+): object[] {
+  const nodeObjects = nodeNames.flatMap((node, i) => [
     {
       apiVersion: "v1",
       kind: "Node",
       metadata: {
-        name: config.nodeId,
-        labels: { "kubernetes.io/hostname": config.nodeId, [config.topologyKey]: config.nodeId },
+        name: node,
+        labels: {
+          "kubernetes.io/hostname": node,
+          "kubernetes.io/os": "linux",
+          "topology.kubernetes.io/zone": `sandbox-zone-${String.fromCharCode(97 + (i % 26))}`,
+          [config.topologyKey]: node,
+        },
+        annotations: { "volumes.kubernetes.io/controller-managed-attach-detach": "true" },
       },
       spec: {},
-      status: { conditions: [{ type: "Ready", status: "True" }] },
+      status: {
+        conditions: [
+          {
+            type: "Ready",
+            status: "True",
+            reason: "KubeletReady",
+            message: "kubelet is posting ready status",
+          },
+        ],
+        addresses: [
+          { type: "InternalIP", address: `10.0.0.${i + 2}` },
+          { type: "Hostname", address: node },
+        ],
+        capacity: { cpu: "4", memory: "8Gi", pods: "110" },
+        allocatable: { cpu: "4", memory: "8Gi", pods: "110" },
+      },
     },
+    {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: node },
+      spec: { drivers: [{ name: config.name, nodeID: node, topologyKeys: [config.topologyKey] }] },
+    },
+  ]);
+  return [
+    ...nodeObjects,
     {
       // What the driver's deployment installs: attach is required (the external-attacher publishes).
       apiVersion: "storage.k8s.io/v1",
@@ -70,11 +152,10 @@ export function clusterNodeObjects(config: { name: string; nodeId: string; topol
       metadata: { name: config.name },
       spec: { attachRequired: true, podInfoOnMount: false, volumeLifecycleModes: ["Persistent"] },
     },
-    {
-      apiVersion: "storage.k8s.io/v1",
-      kind: "CSINode",
-      metadata: { name: config.nodeId },
-      spec: { drivers: [{ name: config.name, nodeID: config.nodeId, topologyKeys: [config.topologyKey] }] },
-    },
   ];
+}
+
+/** The driver's own node only, as the single-node sandbox had it. */
+export function clusterNodeObjects(config: { name: string; nodeId: string; topologyKey: string }): object[] {
+  return clusterObjects(config, [config.nodeId]);
 }

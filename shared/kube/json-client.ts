@@ -57,6 +57,8 @@ export interface DeleteOptions {
   preconditions?: { uid?: string; resourceVersion?: string };
   /** "Orphan" | "Background" | "Foreground" */
   propagationPolicy?: string;
+  /** 0 deletes a pod at once (a kubelet's final delete); unset: the object's default. */
+  gracePeriodSeconds?: number;
 }
 
 export type PatchType = "json" | "merge" | "strategic";
@@ -305,13 +307,17 @@ export class KubeJsonClient {
     opts: DeleteOptions = {},
   ): Promise<KubeObject | undefined> {
     const path = itemPath(r, name, namespace);
-    const hasOptions = opts.preconditions !== undefined || opts.propagationPolicy !== undefined;
+    const hasOptions =
+      opts.preconditions !== undefined ||
+      opts.propagationPolicy !== undefined ||
+      opts.gracePeriodSeconds !== undefined;
     const body = hasOptions
       ? JSON.stringify({
           apiVersion: "v1",
           kind: "DeleteOptions",
           ...(opts.preconditions ? { preconditions: opts.preconditions } : {}),
           ...(opts.propagationPolicy ? { propagationPolicy: opts.propagationPolicy } : {}),
+          ...(opts.gracePeriodSeconds !== undefined ? { gracePeriodSeconds: opts.gracePeriodSeconds } : {}),
         })
       : undefined;
     const answer = await this.request("DELETE", path, body === undefined ? {} : { body });

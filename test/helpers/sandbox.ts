@@ -83,10 +83,14 @@ export function csiAdmin(url: string): CsiAdmin {
   };
 }
 
-/** Options: CSI driver settings, e.g. `{ csi: { controllerCapabilities: [...] } }`. */
+/**
+ * Options: CSI driver settings, e.g. `{ csi: { controllerCapabilities: [...] } }`.
+ * No scheduler and no kubelets unless asked for: most tests play those parts
+ * themselves (pods created on a node, deleted at once).
+ */
 export async function startTestSandbox(options: Omit<SandboxOptions, "dir"> = {}): Promise<TestSandbox> {
   const dir = await mkdtemp(join(tmpdir(), "ksf-sandbox-"));
-  const sandbox = await startSandbox({ ...options, dir });
+  const sandbox = await startSandbox({ scheduler: false, kubelets: false, ...options, dir });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(sandbox.kubeconfigPath);
   return {

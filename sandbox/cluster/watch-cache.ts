@@ -1,0 +1,70 @@
+// What the sandbox's scheduler and kubelets see of the cluster: a list +
+// watch copy of the kinds each needs (KindWatcher, which restarts itself),
+// and a callback on every change so they react as informer handlers would.
+// Reads may lag the API by a watch event; every write they make is
+// conditional, so a stale read costs a 409 and another pass, never a wrong write.
+import type { KubeConfig } from "@kubernetes/client-node";
+import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { KindWatcher } from "../../shared/kube/kind-watcher.ts";
+import type { ResourceDescriptor } from "../../shared/kube/resources.ts";
+import type { KubeObject } from "../../shared/kube/types.ts";
+import type { Logger } from "../../shared/log.ts";
+
+export interface WatchCacheOptions {
+  kubeConfig: KubeConfig;
+  json: KubeJsonClient;
+  resources: readonly ResourceDescriptor[];
+  log: Logger;
+  /** Called after every change to any watched kind. */
+  onChange(resource: ResourceDescriptor, object: KubeObject): void;
+}
+
+function keyOf(o: KubeObject): string {
+  return o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
+}
+
+export class WatchCache {
+  private readonly watchers: KindWatcher[] = [];
+  private readonly objects = new Map<ResourceDescriptor, Map<string, KubeObject>>();
+
+  constructor(options: WatchCacheOptions) {
+    for (const resource of options.resources) {
+      const byKey = new Map<string, KubeObject>();
+      this.objects.set(resource, byKey);
+      this.watchers.push(
+        new KindWatcher({
+          kubeConfig: options.kubeConfig,
+          json: options.json,
+          resource,
+          log: options.log,
+          onChange: (action, object) => {
+            if (action === "delete") byKey.delete(keyOf(object));
+            else byKey.set(keyOf(object), object);
+            options.onChange(resource, object);
+          },
+        }),
+      );
+    }
+  }
+
+  start(): void {
+    for (const w of this.watchers) w.start();
+  }
+
+  /** Resolves once every kind's first list is in. */
+  async synced(): Promise<void> {
+    await Promise.all(this.watchers.map((w) => w.synced));
+  }
+
+  list<T extends KubeObject>(resource: ResourceDescriptor): T[] {
+    return [...(this.objects.get(resource)?.values() ?? [])] as T[];
+  }
+
+  get<T extends KubeObject>(resource: ResourceDescriptor, name: string, namespace?: string): T | undefined {
+    return this.objects.get(resource)?.get(namespace ? `${namespace}/${name}` : name) as T | undefined;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.watchers.map((w) => w.stop()));
+  }
+}

@@ -1,0 +1,456 @@
+// One sandbox node's kubelet, for the storage part of its job: for the pods
+// bound to its node it reports their attachable CSI volumes in the node's
+// status.volumesInUse, waits until the attach/detach controller lists a
+// volume in status.volumesAttached (and its VolumeAttachment is attached),
+// then calls NodeStageVolume (when the node plugin stages) and
+// NodePublishVolume on its node's CSI plugin, and marks the pod Running and
+// Ready. A pod being deleted is torn down in the opposite order
+// (NodeUnpublish, NodeUnstage once no other pod uses the volume, out of
+// volumesInUse) and then deleted for good. What it has mounted lives in
+// memory, as a kubelet's actual state of the world does; every CSI call is
+// idempotent, so redoing one is harmless.
+import { join } from "node:path";
+import type { KubeConfig } from "@kubernetes/client-node";
+import { CsiClient } from "../../shared/csi/client.ts";
+import { GrpcCode, hasGrpcCode } from "../../shared/csi/errors.ts";
+import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
+import { EventRecorder } from "../../shared/kube/event-recorder.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import {
+  csiDrivers,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  pods,
+  volumeAttachments,
+} from "../../shared/kube/resources.ts";
+import type {
+  CSIDriver,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  VolumeAttachment,
+} from "../../shared/kube/types.ts";
+import { createLogger, type Logger } from "../../shared/log.ts";
+import { Reactor } from "../cluster/reactor.ts";
+import { WatchCache } from "../cluster/watch-cache.ts";
+import { containerCreatingStatus, runningStatus, statusShape } from "./pod-status.ts";
+import { type CsiVolumeToMount, resolvePodVolumes } from "./pod-volumes.ts";
+import { stagingPath, targetPath, volumeAttachmentName } from "./volume-paths.ts";
+
+/** What the kubelet did, for logs, demos and tests. */
+export type KubeletStep =
+  | { step: "volumes-in-use"; node: string; volumes: string[] }
+  | { step: "waiting-for-attach"; node: string; pod: string; volume: string }
+  | { step: "staged" | "unstaged"; node: string; volume: string; path: string }
+  | { step: "published" | "unpublished"; node: string; pod: string; volume: string; path: string }
+  | { step: "pod-running" | "pod-deleted"; node: string; pod: string };
+
+export interface SandboxKubeletOptions {
+  nodeName: string;
+  kubeConfig: KubeConfig;
+  /** The node's CSI plugin (unix:///...). */
+  csiEndpoint: string;
+  /** The kubelet's root directory (/var/lib/kubelet on a real node). */
+  rootDir: string;
+  /** Pod IPs are <prefix>.<n>; default 10.244.0. */
+  podIpPrefix?: string;
+  /** Look at every pod again this often without a change; default 500 ms. */
+  resyncMs?: number;
+  log?: Logger;
+  onStep?: (step: KubeletStep) => void;
+}
+
+interface Mount {
+  volume: CsiVolumeToMount;
+  targetPath: string;
+}
+
+const maxBackoffMs = 30_000;
+const firstBackoffMs = 500;
+
+function rfc3339(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+function podKey(p: Pod): string {
+  return `${p.metadata.namespace ?? "default"}/${p.metadata.name}`;
+}
+
+function isFinished(p: Pod): boolean {
+  return p.status?.phase === "Succeeded" || p.status?.phase === "Failed";
+}
+
+/** A volume the driver no longer has is mounted nowhere: its teardown is done. */
+function ignoreGoneVolume(err: unknown): void {
+  if (!hasGrpcCode(err, GrpcCode.NOT_FOUND)) throw err;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export class SandboxKubelet {
+  readonly nodeName: string;
+  private readonly options: SandboxKubeletOptions;
+  private readonly json: KubeJsonClient;
+  private readonly cache: WatchCache;
+  private readonly reactor: Reactor;
+  private readonly events: EventRecorder;
+  private readonly log: Logger;
+  private csi: CsiClient | undefined;
+  private stages = false;
+  /** unique volume name → staging path: volumes staged on this node. */
+  private readonly staged = new Map<string, { path: string; volume: CsiVolumeToMount }>();
+  /** pod uid → unique volume name → mount. */
+  private readonly mounted = new Map<string, Map<string, Mount>>();
+  /** pod uid → the volumes it ever had mounted here, so its deletion waits for their teardown. */
+  private readonly podVolumes = new Map<string, Set<string>>();
+  private readonly podIps = new Map<string, string>();
+  private nextIp = 2;
+  private readonly backoff = new Map<string, { until: number; failures: number }>();
+
+  constructor(options: SandboxKubeletOptions) {
+    this.options = options;
+    this.nodeName = options.nodeName;
+    this.log = options.log ?? createLogger({ name: `sandbox-kubelet-${options.nodeName}`, level: "warn" });
+    this.json = new KubeJsonClient(options.kubeConfig, { userAgent: `kubelet/${options.nodeName}` });
+    this.events = new EventRecorder(this.json, {
+      component: "kubelet",
+      host: options.nodeName,
+      logger: { warn: (details, message) => this.log.warn(details, message) },
+    });
+    this.reactor = new Reactor(
+      () => this.pass(),
+      options.resyncMs ?? 500,
+      (err) => this.log.warn({ err }, "kubelet pass failed"),
+    );
+    this.cache = new WatchCache({
+      kubeConfig: options.kubeConfig,
+      json: this.json,
+      resources: [pods, nodes, persistentVolumeClaims, persistentVolumes, csiDrivers],
+      log: this.log,
+      onChange: () => this.reactor.poke(),
+    });
+  }
+
+  /** Connects to the node plugin (learning whether it stages) and starts watching. */
+  async start(): Promise<void> {
+    this.csi = await CsiClient.connect({
+      endpoint: this.options.csiEndpoint,
+      probe: { readyTimeoutMs: 10_000 },
+    });
+    const caps = await this.csi.nodeGetCapabilities();
+    this.stages = caps.capabilities.some((c) => c.rpc?.type === "STAGE_UNSTAGE_VOLUME");
+    this.cache.start();
+    await this.cache.synced();
+    this.reactor.poke();
+  }
+
+  async stop(): Promise<void> {
+    await this.reactor.stop();
+    await this.cache.stop();
+    this.csi?.close();
+    await this.json.close();
+  }
+
+  private step(step: KubeletStep): void {
+    try {
+      this.options.onStep?.(step);
+    } catch (err) {
+      this.log.warn({ err }, "onStep failed");
+    }
+  }
+
+  private inBackoff(key: string): boolean {
+    const b = this.backoff.get(key);
+    return b !== undefined && b.until > Date.now();
+  }
+
+  private failed(key: string): void {
+    const failures = (this.backoff.get(key)?.failures ?? 0) + 1;
+    const delay = Math.min(maxBackoffMs, firstBackoffMs * 2 ** (failures - 1));
+    this.backoff.set(key, { until: Date.now() + delay, failures });
+  }
+
+  private succeeded(key: string): void {
+    this.backoff.delete(key);
+  }
+
+  private async pass(): Promise<void> {
+    const node = this.cache.get<Node>(nodes, this.nodeName);
+    if (!node || !this.csi) return;
+    const here = this.cache.list<Pod>(pods).filter((p) => p.spec.nodeName === this.nodeName);
+    const byUid = new Map(here.map((p) => [p.metadata.uid ?? "", p]));
+    const active = here.filter((p) => !p.metadata.deletionTimestamp && !isFinished(p));
+
+    const desired = new Map<string, CsiVolumeToMount[]>();
+    const waiting = new Map<string, string>();
+    for (const pod of active) {
+      const resolved = resolvePodVolumes(pod, {
+        claim: (ns, name) => this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, ns),
+        volume: (name) => this.cache.get<PersistentVolume>(persistentVolumes, name),
+        csiDriver: (name) => this.cache.get<CSIDriver>(csiDrivers, name),
+      });
+      if (resolved.ready) desired.set(pod.metadata.uid ?? "", resolved.volumes);
+      else waiting.set(pod.metadata.uid ?? "", resolved.reason);
+    }
+    const wanted = new Set([...desired.values()].flat().map((v) => v.uniqueName));
+
+    await this.tearDown(byUid);
+    await this.unstageUnused(wanted);
+    const inUse = await this.reportVolumesInUse(node, [...desired.values()].flat());
+    await this.finishDeletions(here, wanted, inUse);
+
+    for (const pod of active) {
+      const uid = pod.metadata.uid ?? "";
+      const volumes = desired.get(uid);
+      let ready = volumes !== undefined;
+      for (const volume of volumes ?? []) {
+        if (!(await this.mount(pod, volume, node, inUse))) ready = false;
+      }
+      if (!ready && waiting.has(uid))
+        this.log.debug({ pod: podKey(pod), reason: waiting.get(uid) }, "waiting");
+      await this.writeStatus(pod, node, ready);
+    }
+  }
+
+  /** NodeUnpublish every volume of a pod that is gone, being deleted or finished. */
+  private async tearDown(byUid: Map<string, Pod>): Promise<void> {
+    for (const [uid, mounts] of this.mounted) {
+      const pod = byUid.get(uid);
+      if (pod && !pod.metadata.deletionTimestamp && !isFinished(pod)) continue;
+      const name = pod ? podKey(pod) : uid;
+      for (const [unique, mount] of mounts) {
+        const key = `unpublish:${uid}:${unique}`;
+        if (this.inBackoff(key)) continue;
+        try {
+          await this.csi!.nodeUnpublishVolume({
+            volumeId: mount.volume.volumeHandle,
+            targetPath: mount.targetPath,
+          }).catch(ignoreGoneVolume);
+          this.succeeded(key);
+          mounts.delete(unique);
+          this.step({
+            step: "unpublished",
+            node: this.nodeName,
+            pod: name,
+            volume: unique,
+            path: mount.targetPath,
+          });
+        } catch (err) {
+          this.failed(key);
+          if (pod) {
+            await this.events.event(
+              pod,
+              "Warning",
+              "FailedUnmount",
+              `UnmountVolume.TearDown failed for volume "${mount.volume.pvName}" : ${messageOf(err)}`,
+            );
+          }
+        }
+      }
+      if (mounts.size === 0) this.mounted.delete(uid);
+    }
+  }
+
+  /** NodeUnstage volumes no pod on this node has mounted or still wants. */
+  private async unstageUnused(wanted: ReadonlySet<string>): Promise<void> {
+    const mountedNow = new Set([...this.mounted.values()].flatMap((m) => [...m.keys()]));
+    for (const [unique, staged] of this.staged) {
+      if (wanted.has(unique) || mountedNow.has(unique)) continue;
+      const key = `unstage:${unique}`;
+      if (this.inBackoff(key)) continue;
+      try {
+        await this.csi!.nodeUnstageVolume({
+          volumeId: staged.volume.volumeHandle,
+          stagingTargetPath: staged.path,
+        }).catch(ignoreGoneVolume);
+        this.succeeded(key);
+        this.staged.delete(unique);
+        this.step({ step: "unstaged", node: this.nodeName, volume: unique, path: staged.path });
+      } catch (err) {
+        this.failed(key);
+        this.log.warn({ err, volume: unique }, "NodeUnstageVolume failed");
+      }
+    }
+  }
+
+  /**
+   * volumesInUse = the attachable volumes pods here want, plus those still
+   * staged or mounted; sorted, deduplicated, patched only when it changes.
+   * Answers what the node status holds now.
+   */
+  private async reportVolumesInUse(node: Node, desired: readonly CsiVolumeToMount[]): Promise<string[]> {
+    const names = new Set(desired.filter((v) => v.attachRequired).map((v) => v.uniqueName));
+    for (const [unique, s] of this.staged) if (s.volume.attachRequired) names.add(unique);
+    for (const mounts of this.mounted.values()) {
+      for (const [unique, m] of mounts) if (m.volume.attachRequired) names.add(unique);
+    }
+    const list = [...names].sort();
+    // Our copy of the node may be a patch behind; writing the same list again changes nothing.
+    const current = node.status?.volumesInUse ?? [];
+    if (list.length === current.length && list.every((n, i) => n === current[i])) return list;
+    try {
+      await this.json.patch(
+        nodes,
+        this.nodeName,
+        undefined,
+        { status: { volumesInUse: list.length > 0 ? list : null } },
+        "merge",
+        { subresource: "status" },
+      );
+      this.step({ step: "volumes-in-use", node: this.nodeName, volumes: list });
+      return list;
+    } catch (err) {
+      this.log.warn({ err }, "patching volumesInUse failed");
+      return node.status?.volumesInUse ?? [];
+    }
+  }
+
+  /** A pod being deleted goes for good once its volumes are torn down and out of volumesInUse. */
+  private async finishDeletions(
+    here: readonly Pod[],
+    wanted: ReadonlySet<string>,
+    inUse: readonly string[],
+  ): Promise<void> {
+    for (const pod of here) {
+      if (!pod.metadata.deletionTimestamp) continue;
+      const uid = pod.metadata.uid ?? "";
+      if (this.mounted.has(uid)) continue;
+      const had = [...(this.podVolumes.get(uid) ?? [])].filter((v) => !wanted.has(v));
+      if (had.some((v) => this.staged.has(v) || inUse.includes(v))) continue;
+      try {
+        await this.json.delete(pods, pod.metadata.name, pod.metadata.namespace, {
+          preconditions: { uid },
+          gracePeriodSeconds: 0,
+        });
+        this.podVolumes.delete(uid);
+        this.podIps.delete(uid);
+        this.step({ step: "pod-deleted", node: this.nodeName, pod: podKey(pod) });
+      } catch (err) {
+        if (!isNotFound(err) && !isConflict(err))
+          this.log.warn({ err, pod: podKey(pod) }, "deleting a pod failed");
+      }
+    }
+  }
+
+  /** One volume of one pod: attach check, stage, publish. True once it is mounted. */
+  private async mount(
+    pod: Pod,
+    volume: CsiVolumeToMount,
+    node: Node,
+    inUse: readonly string[],
+  ): Promise<boolean> {
+    const uid = pod.metadata.uid ?? "";
+    const unique = volume.uniqueName;
+    if (this.mounted.get(uid)?.has(unique)) return true;
+    const key = `mount:${uid}:${unique}`;
+    if (this.inBackoff(key)) return false;
+
+    let publishContext: Record<string, string> = {};
+    if (volume.attachRequired) {
+      // As VerifyControllerAttachedVolume: reported in use first, then listed as attached.
+      if (!inUse.includes(unique)) return false;
+      if (!node.status?.volumesAttached?.some((a) => a.name === unique)) {
+        this.step({ step: "waiting-for-attach", node: this.nodeName, pod: podKey(pod), volume: unique });
+        return false;
+      }
+      const vaName = volumeAttachmentName(volume.driver, volume.volumeHandle, this.nodeName);
+      let va: VolumeAttachment;
+      try {
+        va = await this.json.get<VolumeAttachment>(volumeAttachments, vaName);
+      } catch (err) {
+        if (!isNotFound(err)) this.log.warn({ err, vaName }, "reading the VolumeAttachment failed");
+        this.failed(key);
+        return false;
+      }
+      if (va.status?.attached !== true) return false;
+      publishContext = { ...va.status.attachmentMetadata };
+    }
+
+    const root = this.options.rootDir;
+    const staging = stagingPath(root, volume.driver, volume.volumeHandle, volume.pvName, volume.block);
+    this.podVolumes.set(uid, (this.podVolumes.get(uid) ?? new Set()).add(unique));
+    if (this.stages && !this.staged.has(unique)) {
+      try {
+        await this.csi!.nodeStageVolume({
+          volumeId: volume.volumeHandle,
+          publishContext,
+          stagingTargetPath: staging,
+          volumeCapability: volume.capability,
+          volumeContext: volume.volumeContext,
+        });
+      } catch (err) {
+        this.failed(key);
+        await this.events.event(
+          pod,
+          "Warning",
+          "FailedMount",
+          `MountVolume.MountDevice failed for volume "${volume.pvName}" : ${messageOf(err)}`,
+        );
+        return false;
+      }
+      this.staged.set(unique, { path: staging, volume });
+      this.step({ step: "staged", node: this.nodeName, volume: unique, path: staging });
+    }
+    const target = targetPath(root, uid, volume.pvName, volume.block);
+    try {
+      await this.csi!.nodePublishVolume({
+        volumeId: volume.volumeHandle,
+        publishContext,
+        ...(this.stages ? { stagingTargetPath: staging } : {}),
+        targetPath: target,
+        volumeCapability: volume.capability,
+        readonly: volume.readonly,
+        volumeContext: volume.volumeContext,
+      });
+    } catch (err) {
+      this.failed(key);
+      await this.events.event(
+        pod,
+        "Warning",
+        "FailedMount",
+        `MountVolume.SetUp failed for volume "${volume.pvName}" : ${messageOf(err)}`,
+      );
+      return false;
+    }
+    this.succeeded(key);
+    const mounts = this.mounted.get(uid) ?? new Map<string, Mount>();
+    mounts.set(unique, { volume, targetPath: target });
+    this.mounted.set(uid, mounts);
+    this.step({ step: "published", node: this.nodeName, pod: podKey(pod), volume: unique, path: target });
+    return true;
+  }
+
+  /** Pending/ContainerCreating until every volume is mounted, then Running and Ready; written on change only. */
+  private async writeStatus(pod: Pod, node: Node, ready: boolean): Promise<void> {
+    const uid = pod.metadata.uid ?? "";
+    const hostIP =
+      (node.status?.addresses as { type: string; address: string }[] | undefined)?.find(
+        (a) => a.type === "InternalIP",
+      )?.address ?? "127.0.0.1";
+    let podIP = this.podIps.get(uid);
+    if (!podIP) {
+      podIP = `${this.options.podIpPrefix ?? "10.244.0"}.${this.nextIp++}`;
+      this.podIps.set(uid, podIP);
+    }
+    const place = { hostIP, podIP, now: rfc3339(new Date()) };
+    const status = ready ? runningStatus(pod, place) : containerCreatingStatus(pod, place);
+    if (statusShape(status) === statusShape(pod.status)) return;
+    try {
+      await this.json.replace(pods, { ...pod, status }, { subresource: "status" });
+      if (ready) this.step({ step: "pod-running", node: this.nodeName, pod: podKey(pod) });
+    } catch (err) {
+      // A newer pod than our copy: the watch brings it, and the next pass writes again.
+      if (!isConflict(err) && !isNotFound(err))
+        this.log.warn({ err, pod: podKey(pod) }, "writing pod status failed");
+    }
+  }
+}
+
+/** The kubelet's root directory for a node under the sandbox directory. */
+export function kubeletRootDir(sandboxDir: string, node: string): string {
+  return join(sandboxDir, "kubelet", node);
+}

@@ -1,0 +1,131 @@
+// The pod status a kubelet writes: Pending with every container waiting in
+// ContainerCreating while volumes are mounted, then Running and Ready. Pure:
+// the pod and the node's addresses in, the status out.
+import type { Pod } from "../../shared/kube/types.ts";
+
+export interface PodPlace {
+  hostIP: string;
+  podIP: string;
+  /** RFC 3339, second precision. */
+  now: string;
+}
+
+interface Condition {
+  type: string;
+  status: string;
+  lastProbeTime: null;
+  lastTransitionTime: string;
+  reason?: string;
+  message?: string;
+}
+
+interface Container {
+  name: string;
+  image?: string;
+}
+
+function containersOf(pod: Pod): Container[] {
+  const containers = (pod.spec as { containers?: unknown }).containers;
+  return Array.isArray(containers)
+    ? (containers as Container[]).filter((c) => typeof c?.name === "string")
+    : [];
+}
+
+function previousConditions(pod: Pod): Condition[] {
+  const c = pod.status?.conditions;
+  return Array.isArray(c) ? (c as Condition[]) : [];
+}
+
+/** A condition keeps its transition time while its status stays the same. */
+function condition(
+  pod: Pod,
+  type: string,
+  status: string,
+  now: string,
+  reason?: string,
+  message?: string,
+): Condition {
+  const before = previousConditions(pod).find((c) => c.type === type);
+  const since = before?.status === status && before.lastTransitionTime ? before.lastTransitionTime : now;
+  return {
+    type,
+    status,
+    lastProbeTime: null,
+    lastTransitionTime: since,
+    ...(reason ? { reason } : {}),
+    ...(message ? { message } : {}),
+  };
+}
+
+function common(pod: Pod, place: PodPlace): Record<string, unknown> {
+  const start = typeof pod.status?.startTime === "string" ? pod.status.startTime : place.now;
+  return {
+    hostIP: place.hostIP,
+    hostIPs: [{ ip: place.hostIP }],
+    startTime: start,
+    qosClass: typeof pod.status?.qosClass === "string" ? pod.status.qosClass : "BestEffort",
+  };
+}
+
+export function containerCreatingStatus(pod: Pod, place: PodPlace): Record<string, unknown> {
+  const names = containersOf(pod).map((c) => c.name);
+  const unready = `containers with unready status: [${names.join(" ")}]`;
+  return {
+    ...pod.status,
+    phase: "Pending",
+    conditions: [
+      condition(pod, "PodReadyToStartContainers", "False", place.now),
+      condition(pod, "Initialized", "True", place.now),
+      condition(pod, "Ready", "False", place.now, "ContainersNotReady", unready),
+      condition(pod, "ContainersReady", "False", place.now, "ContainersNotReady", unready),
+      condition(pod, "PodScheduled", "True", place.now),
+    ],
+    ...common(pod, place),
+    containerStatuses: containersOf(pod).map((c) => ({
+      name: c.name,
+      image: c.image ?? "",
+      imageID: "",
+      ready: false,
+      restartCount: 0,
+      started: false,
+      state: { waiting: { reason: "ContainerCreating" } },
+      lastState: {},
+    })),
+  };
+}
+
+export function runningStatus(pod: Pod, place: PodPlace): Record<string, unknown> {
+  return {
+    ...pod.status,
+    phase: "Running",
+    conditions: [
+      condition(pod, "PodReadyToStartContainers", "True", place.now),
+      condition(pod, "Initialized", "True", place.now),
+      condition(pod, "Ready", "True", place.now),
+      condition(pod, "ContainersReady", "True", place.now),
+      condition(pod, "PodScheduled", "True", place.now),
+    ],
+    ...common(pod, place),
+    podIP: place.podIP,
+    podIPs: [{ ip: place.podIP }],
+    containerStatuses: containersOf(pod).map((c, i) => ({
+      name: c.name,
+      image: c.image ?? "",
+      imageID: "",
+      containerID: `containerd://${(pod.metadata.uid ?? "").replaceAll("-", "")}${i}`,
+      ready: true,
+      restartCount: 0,
+      started: true,
+      state: { running: { startedAt: place.now } },
+      lastState: {},
+    })),
+  };
+}
+
+/** The phase and readiness a status shows, to tell whether a write would change anything. */
+export function statusShape(status: unknown): string {
+  const s = (status ?? {}) as { phase?: string; conditions?: Condition[]; containerStatuses?: unknown[] };
+  const ready = s.conditions?.find((c) => c.type === "Ready")?.status ?? "";
+  const scheduled = s.conditions?.find((c) => c.type === "PodScheduled")?.status ?? "";
+  return `${s.phase ?? ""}/${ready}/${scheduled}/${s.containerStatuses?.length ?? 0}`;
+}

@@ -1,0 +1,222 @@
+// Where a pending pod goes, decided as kube-scheduler's filters and its
+// VolumeBinding plugin would (pure: the cluster's objects in, one action
+// out). Nodes must be Ready and schedulable, tolerate the NoSchedule and
+// NoExecute taints, match the pod's node selector and required node
+// affinity, and the node affinity of every bound claim's PV. An unbound
+// Immediate claim holds the pod back until it is bound. An unbound
+// WaitForFirstConsumer claim is first given a node that fits its class's
+// allowedTopologies and its driver's topology keys (the selected-node
+// annotation), and the pod is bound once the claim is; a claim carrying the
+// annotation fits only that node.
+import type {
+  CSINode,
+  Node,
+  NodeSelectorTerm,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  StorageClass,
+} from "../../shared/kube/types.ts";
+import { nodeSelectorTermsMatch } from "../cluster/node-selector.ts";
+
+export const selectedNodeAnnotation = "volume.kubernetes.io/selected-node";
+const noProvisioner = "kubernetes.io/no-provisioner";
+
+export interface SchedulingView {
+  nodes: readonly Node[];
+  csiNodes: readonly CSINode[];
+  claim(namespace: string, name: string): PersistentVolumeClaim | undefined;
+  volume(name: string): PersistentVolume | undefined;
+  storageClass(name: string): StorageClass | undefined;
+  /** Pods bound to the node and not finished: the scheduler spreads by it. */
+  podCount(node: string): number;
+}
+
+export type ScheduleDecision =
+  | { action: "bind"; node: string }
+  /** Write the selected-node annotation on these claims, then wait for them to be bound. */
+  | { action: "select-node"; node: string; claims: string[] }
+  /** The claims carry the node; the provisioner and binder have yet to bind them. */
+  | { action: "wait-for-binding"; node: string; claims: string[] }
+  | { action: "unschedulable"; message: string };
+
+interface Toleration {
+  key?: string;
+  operator?: string;
+  value?: string;
+  effect?: string;
+}
+
+interface PodSpecView {
+  nodeSelector?: Record<string, string>;
+  tolerations?: Toleration[];
+  affinity?: {
+    nodeAffinity?: {
+      requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms?: NodeSelectorTerm[] };
+    };
+  };
+}
+
+const reasons = {
+  notReady: "node(s) had untolerated taint {node.kubernetes.io/not-ready: }",
+  unschedulable: "node(s) were unschedulable",
+  taint: "node(s) had untolerated taint(s)",
+  selector: "node(s) didn't match Pod's node affinity/selector",
+  volumeAffinity: "node(s) had volume node affinity conflict",
+  bindConflict: "node(s) didn't find available persistent volumes to bind",
+  selectedNode: "node(s) didn't match the claim's selected node",
+} as const;
+
+/** The claims a pod's volumes name: persistentVolumeClaim, and generic ephemeral `<pod>-<volume>`. */
+export function podClaimNames(pod: Pod): string[] {
+  const names: string[] = [];
+  for (const v of pod.spec.volumes ?? []) {
+    if (v.persistentVolumeClaim?.claimName) names.push(v.persistentVolumeClaim.claimName);
+    else if (v.ephemeral) names.push(`${pod.metadata.name}-${v.name}`);
+  }
+  return [...new Set(names)];
+}
+
+function isReady(node: Node): boolean {
+  return node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+}
+
+function tolerates(
+  tolerations: readonly Toleration[],
+  taint: { key: string; value?: string; effect: string },
+): boolean {
+  return tolerations.some((t) => {
+    if (t.effect && t.effect !== taint.effect) return false;
+    if (t.operator === "Exists") return !t.key || t.key === taint.key;
+    return t.key === taint.key && (t.value ?? "") === (taint.value ?? "");
+  });
+}
+
+function nodeView(node: Node): { name: string; labels: Record<string, string> } {
+  return { name: node.metadata.name, labels: node.metadata.labels ?? {} };
+}
+
+function allowedTopologiesMatch(sc: StorageClass, labels: Readonly<Record<string, string>>): boolean {
+  const terms = sc.allowedTopologies ?? [];
+  if (terms.length === 0) return true;
+  return terms.some((term) =>
+    (term.matchLabelExpressions ?? []).every((e) => {
+      const v = labels[e.key];
+      return v !== undefined && e.values.includes(v);
+    }),
+  );
+}
+
+/** A CSI driver known to any node must run on this node, with every topology key it reports there as a label. */
+function driverFits(view: SchedulingView, driver: string, node: Node): boolean {
+  const known = view.csiNodes.some((c) => c.spec.drivers?.some((d) => d.name === driver));
+  if (!known) return true;
+  const csiNode = view.csiNodes.find((c) => c.metadata.name === node.metadata.name);
+  const entry = csiNode?.spec.drivers?.find((d) => d.name === driver);
+  if (!entry) return false;
+  const labels = node.metadata.labels ?? {};
+  return (entry.topologyKeys ?? []).every((k) => Object.hasOwn(labels, k));
+}
+
+function unschedulable(total: number, why: string): ScheduleDecision {
+  return { action: "unschedulable", message: `0/${total} nodes are available: ${why}.` };
+}
+
+export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
+  const namespace = pod.metadata.namespace ?? "default";
+  const total = view.nodes.length;
+  const bound: PersistentVolume[] = [];
+  const delayed: { name: string; claim: PersistentVolumeClaim; sc: StorageClass }[] = [];
+  for (const name of podClaimNames(pod)) {
+    const claim = view.claim(namespace, name);
+    if (!claim) return unschedulable(total, `persistentvolumeclaim "${name}" not found`);
+    if (claim.metadata.deletionTimestamp) {
+      return unschedulable(total, `persistentvolumeclaim "${name}" is being deleted`);
+    }
+    if (claim.spec.volumeName) {
+      const pv = view.volume(claim.spec.volumeName);
+      if (!pv) return unschedulable(total, "pod has unbound immediate PersistentVolumeClaims");
+      bound.push(pv);
+      continue;
+    }
+    const sc = claim.spec.storageClassName ? view.storageClass(claim.spec.storageClassName) : undefined;
+    if (sc?.volumeBindingMode !== "WaitForFirstConsumer") {
+      return unschedulable(total, "pod has unbound immediate PersistentVolumeClaims");
+    }
+    delayed.push({ name, claim, sc });
+  }
+
+  const spec = pod.spec as PodSpecView;
+  const tolerations = spec.tolerations ?? [];
+  const failures = new Map<string, number>();
+  const feasible: string[] = [];
+  for (const node of view.nodes) {
+    const why = nodeProblem(node);
+    if (why) failures.set(why, (failures.get(why) ?? 0) + 1);
+    else feasible.push(node.metadata.name);
+  }
+  if (feasible.length === 0) {
+    const text = [...failures.entries()]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([why, n]) => `${n} ${why}`)
+      .join(", ");
+    return unschedulable(total, text || "no nodes available to schedule pods");
+  }
+
+  const selected = [
+    ...new Set(
+      delayed
+        .map((d) => d.claim.metadata.annotations?.[selectedNodeAnnotation])
+        .filter((n): n is string => !!n),
+    ),
+  ];
+  const node = feasible.find((n) => n === selected[0]) ?? pickNode(feasible, view);
+  if (delayed.length === 0) return { action: "bind", node };
+  const unannotated = delayed
+    .filter((d) => !d.claim.metadata.annotations?.[selectedNodeAnnotation])
+    .map((d) => d.name);
+  if (unannotated.length > 0) return { action: "select-node", node, claims: unannotated };
+  return { action: "wait-for-binding", node, claims: delayed.map((d) => d.name) };
+
+  function nodeProblem(node: Node): string | undefined {
+    const name = node.metadata.name;
+    const labels = node.metadata.labels ?? {};
+    if (!isReady(node)) return reasons.notReady;
+    if (
+      node.spec?.unschedulable === true &&
+      !tolerates(tolerations, { key: "node.kubernetes.io/unschedulable", effect: "NoSchedule" })
+    ) {
+      return reasons.unschedulable;
+    }
+    const taints = (node.spec?.taints ?? []).filter(
+      (t) => t.effect === "NoSchedule" || t.effect === "NoExecute",
+    );
+    if (taints.some((t) => !tolerates(tolerations, t))) return reasons.taint;
+    const selector = spec.nodeSelector ?? {};
+    if (Object.entries(selector).some(([k, v]) => labels[k] !== v)) return reasons.selector;
+    const required =
+      spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
+    if (required && !nodeSelectorTermsMatch(required, nodeView(node))) return reasons.selector;
+    for (const pv of bound) {
+      if (!nodeSelectorTermsMatch(pv.spec.nodeAffinity?.required?.nodeSelectorTerms, nodeView(node))) {
+        return reasons.volumeAffinity;
+      }
+    }
+    for (const d of delayed) {
+      const annotated = d.claim.metadata.annotations?.[selectedNodeAnnotation];
+      if (annotated) {
+        if (annotated !== name) return reasons.selectedNode;
+        continue;
+      }
+      if (d.sc.provisioner === noProvisioner) return reasons.bindConflict;
+      if (!allowedTopologiesMatch(d.sc, labels)) return reasons.bindConflict;
+      if (!driverFits(view, d.sc.provisioner, node)) return reasons.bindConflict;
+    }
+    return undefined;
+  }
+}
+
+/** The node with the fewest pods, by name among equals: pods spread over the sandbox's nodes. */
+function pickNode(feasible: readonly string[], view: SchedulingView): string {
+  return [...feasible].sort((a, b) => view.podCount(a) - view.podCount(b) || a.localeCompare(b))[0]!;
+}

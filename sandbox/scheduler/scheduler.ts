@@ -1,0 +1,214 @@
+// The sandbox's kube-scheduler: watches pods and what their placement
+// depends on, and for each pending pod (no node, not being deleted, ours by
+// schedulerName) acts on decide.ts's answer: bind it through the
+// pods/binding subresource, write a WaitForFirstConsumer claim's
+// selected-node annotation, or record PodScheduled=False Unschedulable.
+import type { KubeConfig } from "@kubernetes/client-node";
+import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import {
+  csiNodes,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  pods,
+  type ResourceDescriptor,
+  storageClasses,
+} from "../../shared/kube/resources.ts";
+import type {
+  CSINode,
+  KubeObject,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  StorageClass,
+} from "../../shared/kube/types.ts";
+import { createLogger, type Logger } from "../../shared/log.ts";
+import { Reactor } from "../cluster/reactor.ts";
+import { WatchCache } from "../cluster/watch-cache.ts";
+import { decidePod, type ScheduleDecision, type SchedulingView, selectedNodeAnnotation } from "./decide.ts";
+
+export const schedulerName = "default-scheduler";
+
+export interface SandboxSchedulerOptions {
+  kubeConfig: KubeConfig;
+  log?: Logger;
+  /** How often every pending pod is looked at again without a change; default 1 s. */
+  resyncMs?: number;
+}
+
+/** pods/<name>/binding as a collection path, so the JSON client can POST a Binding to it. */
+function bindingOf(podName: string): ResourceDescriptor {
+  return {
+    group: "",
+    version: "v1",
+    plural: `pods/${encodeURIComponent(podName)}/binding`,
+    kind: "Binding",
+    namespaced: true,
+  };
+}
+
+interface PodCondition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+  [key: string]: unknown;
+}
+
+export class SandboxScheduler {
+  private readonly json: KubeJsonClient;
+  private readonly cache: WatchCache;
+  private readonly reactor: Reactor;
+  private readonly log: Logger;
+
+  constructor(options: SandboxSchedulerOptions) {
+    this.log = options.log ?? createLogger({ name: "sandbox-scheduler", level: "warn" });
+    this.json = new KubeJsonClient(options.kubeConfig, { userAgent: "sandbox-scheduler" });
+    this.reactor = new Reactor(
+      () => this.pass(),
+      options.resyncMs ?? 1000,
+      (err) => this.log.warn({ err }, "scheduling pass failed"),
+    );
+    this.cache = new WatchCache({
+      kubeConfig: options.kubeConfig,
+      json: this.json,
+      resources: [pods, nodes, csiNodes, persistentVolumeClaims, persistentVolumes, storageClasses],
+      log: this.log,
+      onChange: () => this.reactor.poke(),
+    });
+  }
+
+  /** Starts watching; resolves once the first lists are in. */
+  async start(): Promise<void> {
+    this.cache.start();
+    await this.cache.synced();
+    this.reactor.poke();
+  }
+
+  async stop(): Promise<void> {
+    await this.reactor.stop();
+    await this.cache.stop();
+    await this.json.close();
+  }
+
+  private view(assumed: Map<string, number>): SchedulingView {
+    const counts = new Map<string, number>();
+    for (const p of this.cache.list<Pod>(pods)) {
+      const node = p.spec.nodeName;
+      const phase = p.status?.phase;
+      if (!node || p.metadata.deletionTimestamp || phase === "Succeeded" || phase === "Failed") continue;
+      counts.set(node, (counts.get(node) ?? 0) + 1);
+    }
+    return {
+      nodes: this.cache.list<Node>(nodes).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)),
+      csiNodes: this.cache.list<CSINode>(csiNodes),
+      claim: (ns, name) => this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, ns),
+      volume: (name) => this.cache.get<PersistentVolume>(persistentVolumes, name),
+      storageClass: (name) => this.cache.get<StorageClass>(storageClasses, name),
+      podCount: (node) => (counts.get(node) ?? 0) + (assumed.get(node) ?? 0),
+    };
+  }
+
+  private async pass(): Promise<void> {
+    const assumed = new Map<string, number>();
+    const pending = this.cache
+      .list<Pod>(pods)
+      .filter((p) => isPending(p))
+      .sort((a, b) => (a.metadata.creationTimestamp ?? "").localeCompare(b.metadata.creationTimestamp ?? ""));
+    for (const pod of pending) {
+      const decision = decidePod(pod, this.view(assumed));
+      try {
+        await this.act(pod, decision);
+        if (decision.action === "bind" || decision.action === "select-node") {
+          assumed.set(decision.node, (assumed.get(decision.node) ?? 0) + 1);
+        }
+      } catch (err) {
+        // Stale copy or a racing writer: the next pass decides again on newer objects.
+        if (isConflict(err) || isNotFound(err)) continue;
+        this.log.warn(
+          { err, pod: `${pod.metadata.namespace}/${pod.metadata.name}` },
+          "scheduling a pod failed",
+        );
+      }
+    }
+  }
+
+  private async act(pod: Pod, decision: ScheduleDecision): Promise<void> {
+    const namespace = pod.metadata.namespace ?? "default";
+    switch (decision.action) {
+      case "bind":
+        await this.json.create(bindingOf(pod.metadata.name), {
+          apiVersion: "v1",
+          kind: "Binding",
+          metadata: {
+            name: pod.metadata.name,
+            namespace,
+            ...(pod.metadata.uid ? { uid: pod.metadata.uid } : {}),
+          },
+          target: { apiVersion: "v1", kind: "Node", name: decision.node },
+        });
+        return;
+      case "select-node":
+        for (const name of decision.claims) {
+          const claim = this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace);
+          if (!claim) continue;
+          await this.json.replace(persistentVolumeClaims, {
+            ...claim,
+            metadata: {
+              ...claim.metadata,
+              annotations: { ...claim.metadata.annotations, [selectedNodeAnnotation]: decision.node },
+            },
+          });
+        }
+        return;
+      case "wait-for-binding":
+        return;
+      case "unschedulable":
+        await this.markUnschedulable(pod, decision.message);
+        return;
+    }
+  }
+
+  /** PodScheduled=False, reason Unschedulable, written only when it changes. */
+  private async markUnschedulable(pod: Pod, message: string): Promise<void> {
+    const conditions = ((pod.status?.conditions as PodCondition[] | undefined) ?? []).filter(
+      (c) => c.type !== "PodScheduled",
+    );
+    const current = (pod.status?.conditions as PodCondition[] | undefined)?.find(
+      (c) => c.type === "PodScheduled",
+    );
+    if (current?.status === "False" && current.reason === "Unschedulable" && current.message === message)
+      return;
+    const condition: PodCondition = {
+      type: "PodScheduled",
+      status: "False",
+      lastProbeTime: null,
+      lastTransitionTime: current?.status === "False" ? current.lastTransitionTime : rfc3339(new Date()),
+      reason: "Unschedulable",
+      message,
+    };
+    const next: KubeObject = {
+      ...pod,
+      status: {
+        ...pod.status,
+        phase: pod.status?.phase ?? "Pending",
+        conditions: [...conditions, condition],
+      },
+    };
+    await this.json.replace(pods, next, { subresource: "status" });
+  }
+}
+
+function isPending(p: Pod): boolean {
+  if (p.spec.nodeName || p.metadata.deletionTimestamp) return false;
+  const phase = p.status?.phase;
+  if (phase === "Succeeded" || phase === "Failed") return false;
+  const name = (p.spec as { schedulerName?: string }).schedulerName;
+  return name === undefined || name === schedulerName;
+}
+
+function rfc3339(d: Date): string {
+  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
+}

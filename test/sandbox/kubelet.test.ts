@@ -1,0 +1,286 @@
+// The sandbox kubelet against the real sandbox (API server over HTTP, CSI
+// node plugins over gRPC): a pod of an attach-required volume stays Pending
+// in ContainerCreating until node status lists the volume as attached (the
+// test plays the attacher and the attach/detach controller), then is staged,
+// published and Running; deleting it gracefully unpublishes, unstages,
+// drops it from volumesInUse and removes the pod.
+import assert from "node:assert/strict";
+import { mkdtemp, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { KubeConfig } from "@kubernetes/client-node";
+import { uniqueVolumeName, volumeAttachmentName } from "../../sandbox/kubelet/volume-paths.ts";
+import { type KubeletStep, type Sandbox, startSandbox } from "../../sandbox/start.ts";
+import { isNotFound } from "../../shared/kube/api-errors.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import {
+  csiDrivers,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  pods,
+  volumeAttachments,
+} from "../../shared/kube/resources.ts";
+import type {
+  KubeObject,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+} from "../../shared/kube/types.ts";
+import { mountCap, type RawCsiClient, rawCsiClient } from "../helpers/csi-driver-client.ts";
+
+const driver = "hostpath.csi.k8s.io";
+const node = "sandbox-node-2";
+
+let dir: string;
+let sandbox: Sandbox;
+let kube: KubeJsonClient;
+let csi: RawCsiClient;
+const steps: KubeletStep[] = [];
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), "ksf-kubelet-"));
+  sandbox = await startSandbox({ dir, onKubeletStep: (s) => steps.push(s) });
+  const kc = new KubeConfig();
+  kc.loadFromFile(sandbox.kubeconfigPath);
+  kube = new KubeJsonClient(kc);
+  csi = rawCsiClient(sandbox.csi.endpoint);
+});
+after(async () => {
+  csi.close();
+  await kube.close();
+  await sandbox.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function eventually<T>(
+  what: string,
+  read: () => Promise<T | undefined>,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+async function getPod(name: string): Promise<Pod | undefined> {
+  try {
+    return await kube.get<Pod>(pods, name, "default");
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/** A volume in the driver and a claim bound to its PV, both ways, as the provisioner and binder leave them. */
+async function boundClaim(name: string): Promise<{ handle: string; pv: string }> {
+  const created = await csi.call<{ volume: { volume_id: string } }>("Controller", "CreateVolume", {
+    name: `vol-${name}`,
+    volume_capabilities: [mountCap()],
+  });
+  const handle = created.volume.volume_id;
+  const pvName = `pv-${name}`;
+  const claim = await kube.create<PersistentVolumeClaim>(persistentVolumeClaims, {
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: { name, namespace: "default" },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      resources: { requests: { storage: "1Gi" } },
+      volumeName: pvName,
+      storageClassName: "",
+    },
+  });
+  const pv = await kube.create<PersistentVolume>(persistentVolumes, {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name: pvName },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      capacity: { storage: "1Gi" },
+      csi: { driver, volumeHandle: handle, fsType: "ext4", volumeAttributes: { from: "test" } },
+      claimRef: { kind: "PersistentVolumeClaim", namespace: "default", name, uid: claim.metadata.uid },
+      persistentVolumeReclaimPolicy: "Retain",
+      storageClassName: "",
+    },
+  });
+  await kube.replace(persistentVolumes, { ...pv, status: { phase: "Bound" } }, { subresource: "status" });
+  await kube.replace(
+    persistentVolumeClaims,
+    { ...claim, status: { phase: "Bound", accessModes: ["ReadWriteOnce"], capacity: { storage: "1Gi" } } },
+    { subresource: "status" },
+  );
+  return { handle, pv: pvName };
+}
+
+async function createPod(name: string, claim: string, nodeName = node): Promise<Pod> {
+  return kube.create<Pod>(pods, {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "default" },
+    spec: {
+      nodeName,
+      containers: [{ name: "app", image: "busybox" }],
+      volumes: [{ name: "data", persistentVolumeClaim: { claimName: claim } }],
+    },
+  });
+}
+
+/** What the attacher and the attach/detach controller would do for the volume on the node. */
+async function attach(handle: string, pv: string, on = node): Promise<void> {
+  await csi.call("Controller", "ControllerPublishVolume", {
+    volume_id: handle,
+    node_id: on,
+    volume_capability: mountCap(),
+  });
+  const va = await kube.create<KubeObject>(volumeAttachments, {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttachment",
+    metadata: { name: volumeAttachmentName(driver, handle, on) },
+    spec: { attacher: driver, nodeName: on, source: { persistentVolumeName: pv } },
+  });
+  await kube.replace(
+    volumeAttachments,
+    { ...va, status: { attached: true, attachmentMetadata: { devicePath: "/dev/sandbox" } } },
+    { subresource: "status" },
+  );
+  await kube.patch(
+    nodes,
+    on,
+    undefined,
+    { status: { volumesAttached: [{ name: uniqueVolumeName(driver, handle), devicePath: "" }] } },
+    "merge",
+    { subresource: "status" },
+  );
+}
+
+const waitingReason = (pod: Pod | undefined) =>
+  (pod?.status?.containerStatuses as { state: { waiting?: { reason: string } } }[] | undefined)?.[0]?.state
+    .waiting?.reason;
+
+const backing = (handle: string) =>
+  sandbox.csi.driver.listBackingVolumes().find((v) => v.volumeId === handle)!;
+
+describe("sandbox kubelet", () => {
+  it("mounts an attach-required volume only once node status lists it, runs the pod, and tears it down on deletion", async () => {
+    const { handle, pv } = await boundClaim("data-1");
+    const unique = uniqueVolumeName(driver, handle);
+    const created = await createPod("app-1", "data-1");
+    const uid = created.metadata.uid!;
+
+    const inUse = await eventually("volumesInUse", async () => {
+      const n = await kube.get<Node>(nodes, node);
+      return n.status?.volumesInUse?.includes(unique) ? n.status.volumesInUse : undefined;
+    });
+    assert.deepEqual(inUse, [unique]);
+    await eventually("ContainerCreating", async () =>
+      waitingReason(await getPod("app-1")) === "ContainerCreating" ? true : undefined,
+    );
+    // Nothing is mounted while node status does not list the volume.
+    await sleep(800);
+    const pending = await getPod("app-1");
+    assert.equal(pending?.status?.phase, "Pending");
+    assert.equal(waitingReason(pending), "ContainerCreating");
+    assert.deepEqual(backing(handle).staged, []);
+
+    await attach(handle, pv);
+    const running = await eventually("Running", async () => {
+      const p = await getPod("app-1");
+      return p?.status?.phase === "Running" ? p : undefined;
+    });
+    const conditions = ((running.status?.conditions ?? []) as { type: string; status: string }[]).map((c) => [
+      c.type,
+      c.status,
+    ]);
+    for (const type of ["PodScheduled", "Initialized", "ContainersReady", "Ready"]) {
+      assert.ok(
+        conditions.some(([t, s]) => t === type && s === "True"),
+        `${type} True in ${JSON.stringify(conditions)}`,
+      );
+    }
+    assert.match(String(running.status?.podIP), /^10\.244\.2\.\d+$/);
+    assert.equal(running.status?.hostIP, "10.0.0.3");
+    const volume = backing(handle);
+    const root = join(dir, "kubelet", node);
+    assert.equal(volume.staged.length, 1);
+    assert.equal(volume.staged[0]!.node, node);
+    assert.match(
+      volume.staged[0]!.path,
+      new RegExp(`^${root}/plugins/kubernetes.io/csi/${driver}/[0-9a-f]{64}/globalmount$`),
+    );
+    assert.deepEqual(
+      volume.nodePublished.map((p) => [p.node, p.targetPath, p.stagingPath]),
+      [[node, join(root, "pods", uid, "volumes/kubernetes.io~csi", pv, "mount"), volume.staged[0]!.path]],
+    );
+    assert.ok((await stat(volume.nodePublished[0]!.targetPath)).isDirectory());
+
+    steps.length = 0;
+    const marked = await kube.delete(pods, "app-1", "default");
+    assert.ok(marked?.metadata.deletionTimestamp, "a graceful delete leaves the pod for its kubelet");
+    await eventually("pod gone", async () => ((await getPod("app-1")) === undefined ? true : undefined));
+    assert.deepEqual(backing(handle).staged, []);
+    assert.deepEqual(backing(handle).nodePublished, []);
+    const after = await kube.get<Node>(nodes, node);
+    assert.equal(after.status?.volumesInUse, undefined);
+    assert.deepEqual(
+      steps.map((s) => s.step),
+      ["unpublished", "unstaged", "volumes-in-use", "pod-deleted"],
+    );
+  });
+
+  it("skips the attach wait for a driver whose CSIDriver says attachRequired: false", async () => {
+    const csiDriver = await kube.get<KubeObject & { spec: Record<string, unknown> }>(csiDrivers, driver);
+    await kube.replace(csiDrivers, { ...csiDriver, spec: { ...csiDriver.spec, attachRequired: false } });
+    try {
+      const { handle } = await boundClaim("data-2");
+      // The sandbox driver still wants its ControllerPublish before a node stage.
+      await csi.call("Controller", "ControllerPublishVolume", {
+        volume_id: handle,
+        node_id: "sandbox-node",
+        volume_capability: mountCap(),
+      });
+      await createPod("app-2", "data-2", "sandbox-node");
+      await eventually("Running", async () =>
+        (await getPod("app-2"))?.status?.phase === "Running" ? true : undefined,
+      );
+      const n = await kube.get<Node>(nodes, "sandbox-node");
+      assert.equal(n.status?.volumesInUse, undefined, "a volume that needs no attach is not reported in use");
+      assert.equal(backing(handle).nodePublished.length, 1);
+      await kube.delete(pods, "app-2", "default");
+      await eventually("pod gone", async () => ((await getPod("app-2")) === undefined ? true : undefined));
+      assert.deepEqual(backing(handle).staged, []);
+    } finally {
+      const now = await kube.get<KubeObject & { spec: Record<string, unknown> }>(csiDrivers, driver);
+      await kube.replace(csiDrivers, { ...now, spec: { ...now.spec, attachRequired: true } });
+    }
+  });
+
+  it("keeps a pod whose claim is not bound in ContainerCreating, with nothing in use", async () => {
+    await kube.create<PersistentVolumeClaim>(persistentVolumeClaims, {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "unbound", namespace: "default" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        resources: { requests: { storage: "1Gi" } },
+        storageClassName: "",
+      },
+    });
+    await createPod("app-3", "unbound", "sandbox-node");
+    await eventually("ContainerCreating", async () =>
+      waitingReason(await getPod("app-3")) === "ContainerCreating" ? true : undefined,
+    );
+    await sleep(500);
+    assert.equal((await getPod("app-3"))?.status?.phase, "Pending");
+    assert.equal((await kube.get<Node>(nodes, "sandbox-node")).status?.volumesInUse, undefined);
+    await kube.delete(pods, "app-3", "default");
+    await eventually("pod gone", async () => ((await getPod("app-3")) === undefined ? true : undefined));
+  });
+});
