@@ -5,6 +5,7 @@
 // selected-node annotation, or record PodScheduled=False Unschedulable.
 import type { KubeConfig } from "@kubernetes/client-node";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
+import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
   csiNodes,
@@ -62,10 +63,16 @@ export class SandboxScheduler {
   private readonly cache: WatchCache;
   private readonly reactor: Reactor;
   private readonly log: Logger;
+  private readonly events: EventRecorder;
 
   constructor(options: SandboxSchedulerOptions) {
     this.log = options.log ?? createLogger({ name: "sandbox-scheduler", level: "warn" });
     this.json = new KubeJsonClient(options.kubeConfig, { userAgent: "sandbox-scheduler" });
+    this.events = new EventRecorder(this.json, {
+      component: schedulerName,
+      host: "sandbox",
+      logger: { warn: (details, message) => this.log.warn(details, message) },
+    });
     this.reactor = new Reactor(
       () => this.pass(),
       options.resyncMs ?? 1000,
@@ -149,6 +156,12 @@ export class SandboxScheduler {
           },
           target: { apiVersion: "v1", kind: "Node", name: decision.node },
         });
+        await this.events.event(
+          pod,
+          "Normal",
+          "Scheduled",
+          `Successfully assigned ${namespace}/${pod.metadata.name} to ${decision.node}`,
+        );
         return;
       case "select-node":
         for (const name of decision.claims) {
@@ -189,6 +202,7 @@ export class SandboxScheduler {
       reason: "Unschedulable",
       message,
     };
+    await this.events.event(pod, "Warning", "FailedScheduling", message);
     const next: KubeObject = {
       ...pod,
       status: {

@@ -1,0 +1,304 @@
+// The sandbox scheduler's decisions as a table: the cluster's objects and
+// one pending pod in, one action out, the way kube-scheduler's filters and
+// VolumeBinding plugin would decide it.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { decidePod, type ScheduleDecision, selectedNodeAnnotation } from "../../sandbox/scheduler/decide.ts";
+import type {
+  CSINode,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  StorageClass,
+} from "../../shared/kube/types.ts";
+
+const driver = "hostpath.csi.k8s.io";
+const topologyKey = "topology.hostpath.csi/node";
+
+function node(name: string, zone: string, extra: Partial<Node> = {}): Node {
+  return {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: {
+      name,
+      labels: { "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, [topologyKey]: name },
+    },
+    spec: {},
+    status: { conditions: [{ type: "Ready", status: "True" }] },
+    ...extra,
+  };
+}
+
+function csiNode(name: string): CSINode {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSINode",
+    metadata: { name },
+    spec: { drivers: [{ name: driver, nodeID: name, topologyKeys: [topologyKey] }] },
+  };
+}
+
+function pod(claims: string[] = [], spec: Record<string, unknown> = {}): Pod {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: "web", namespace: "default", uid: "pod-uid" },
+    spec: {
+      containers: [{ name: "c", image: "busybox" }],
+      volumes: claims.map((c, i) => ({ name: `v${i}`, persistentVolumeClaim: { claimName: c } })),
+      ...spec,
+    },
+  };
+}
+
+function claim(
+  name: string,
+  extra: { volumeName?: string; className?: string; selected?: string; deleting?: boolean } = {},
+): PersistentVolumeClaim {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: {
+      name,
+      namespace: "default",
+      ...(extra.selected ? { annotations: { [selectedNodeAnnotation]: extra.selected } } : {}),
+      ...(extra.deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
+    },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      ...(extra.volumeName ? { volumeName: extra.volumeName } : {}),
+      storageClassName: extra.className ?? "wffc",
+    },
+  };
+}
+
+function pv(name: string, hostnames?: string[]): PersistentVolume {
+  return {
+    apiVersion: "v1",
+    kind: "PersistentVolume",
+    metadata: { name },
+    spec: {
+      csi: { driver, volumeHandle: name },
+      ...(hostnames
+        ? {
+            nodeAffinity: {
+              required: {
+                nodeSelectorTerms: [
+                  {
+                    matchExpressions: [{ key: "kubernetes.io/hostname", operator: "In", values: hostnames }],
+                  },
+                ],
+              },
+            },
+          }
+        : {}),
+    },
+  };
+}
+
+function storageClass(name: string, mode: string, zones?: string[], provisioner = driver): StorageClass {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "StorageClass",
+    metadata: { name },
+    provisioner,
+    volumeBindingMode: mode,
+    ...(zones
+      ? {
+          allowedTopologies: [
+            { matchLabelExpressions: [{ key: "topology.kubernetes.io/zone", values: zones }] },
+          ],
+        }
+      : {}),
+  };
+}
+
+interface Row {
+  name: string;
+  pod: Pod;
+  nodes?: Node[];
+  claims?: PersistentVolumeClaim[];
+  volumes?: PersistentVolume[];
+  classes?: StorageClass[];
+  podCounts?: Record<string, number>;
+  want: ScheduleDecision;
+}
+
+const twoNodes = [node("node-a", "zone-a"), node("node-b", "zone-b")];
+const classes = [
+  storageClass("wffc", "WaitForFirstConsumer"),
+  storageClass("wffc-zone-b", "WaitForFirstConsumer", ["zone-b"]),
+  storageClass("immediate", "Immediate"),
+  storageClass("local", "WaitForFirstConsumer", undefined, "kubernetes.io/no-provisioner"),
+  storageClass("elsewhere", "WaitForFirstConsumer", undefined, "other.csi.example.com"),
+];
+
+const rows: Row[] = [
+  {
+    name: "a pod without volumes goes to the emptiest node",
+    pod: pod(),
+    podCounts: { "node-a": 3 },
+    want: { action: "bind", node: "node-b" },
+  },
+  { name: "equal nodes: by name", pod: pod(), want: { action: "bind", node: "node-a" } },
+  {
+    name: "node selector",
+    pod: pod([], { nodeSelector: { "topology.kubernetes.io/zone": "zone-b" } }),
+    want: { action: "bind", node: "node-b" },
+  },
+  {
+    name: "required node affinity nobody matches",
+    pod: pod([], {
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [
+              {
+                matchExpressions: [
+                  { key: "topology.kubernetes.io/zone", operator: "In", values: ["zone-z"] },
+                ],
+              },
+            ],
+          },
+        },
+      },
+    }),
+    want: {
+      action: "unschedulable",
+      message: "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.",
+    },
+  },
+  {
+    name: "a node that is not Ready and a tainted node",
+    pod: pod(),
+    nodes: [
+      node("node-a", "zone-a", { status: { conditions: [{ type: "Ready", status: "False" }] } }),
+      node("node-b", "zone-b", {
+        spec: { taints: [{ key: "dedicated", value: "db", effect: "NoSchedule" }] },
+      }),
+    ],
+    want: {
+      action: "unschedulable",
+      message:
+        "0/2 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) had untolerated taint(s).",
+    },
+  },
+  {
+    name: "a tolerated taint",
+    pod: pod([], {
+      tolerations: [{ key: "dedicated", operator: "Equal", value: "db", effect: "NoSchedule" }],
+    }),
+    nodes: [
+      node("node-b", "zone-b", {
+        spec: { taints: [{ key: "dedicated", value: "db", effect: "NoSchedule" }] },
+      }),
+    ],
+    want: { action: "bind", node: "node-b" },
+  },
+  {
+    name: "a bound claim's PV node affinity decides",
+    pod: pod(["data"]),
+    claims: [claim("data", { volumeName: "pv-1", className: "immediate" })],
+    volumes: [pv("pv-1", ["node-b"])],
+    want: { action: "bind", node: "node-b" },
+  },
+  {
+    name: "a bound claim's PV fits no node",
+    pod: pod(["data"]),
+    claims: [claim("data", { volumeName: "pv-1" })],
+    volumes: [pv("pv-1", ["node-z"])],
+    want: {
+      action: "unschedulable",
+      message: "0/2 nodes are available: 2 node(s) had volume node affinity conflict.",
+    },
+  },
+  {
+    name: "a missing claim",
+    pod: pod(["nope"]),
+    want: {
+      action: "unschedulable",
+      message: '0/2 nodes are available: persistentvolumeclaim "nope" not found.',
+    },
+  },
+  {
+    name: "a claim being deleted",
+    pod: pod(["data"]),
+    claims: [claim("data", { deleting: true })],
+    want: {
+      action: "unschedulable",
+      message: '0/2 nodes are available: persistentvolumeclaim "data" is being deleted.',
+    },
+  },
+  {
+    name: "an unbound Immediate claim waits for the binder",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "immediate" })],
+    want: {
+      action: "unschedulable",
+      message: "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+    },
+  },
+  {
+    name: "an unbound WaitForFirstConsumer claim gets a node",
+    pod: pod(["data"]),
+    claims: [claim("data")],
+    want: { action: "select-node", node: "node-a", claims: ["data"] },
+  },
+  {
+    name: "allowedTopologies narrow the choice",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "wffc-zone-b" })],
+    want: { action: "select-node", node: "node-b", claims: ["data"] },
+  },
+  {
+    name: "the driver's topology keys must be node labels",
+    pod: pod(["data"]),
+    nodes: [
+      node("node-a", "zone-a", {
+        metadata: { name: "node-a", labels: { "kubernetes.io/hostname": "node-a" } },
+      }),
+      node("node-b", "zone-b"),
+    ],
+    claims: [claim("data")],
+    want: { action: "select-node", node: "node-b", claims: ["data"] },
+  },
+  {
+    name: "a claim with the annotation waits for binding on that node",
+    pod: pod(["data"]),
+    claims: [claim("data", { selected: "node-b" })],
+    want: { action: "wait-for-binding", node: "node-b", claims: ["data"] },
+  },
+  {
+    name: "no provisioner: nothing to provision",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "local" })],
+    want: {
+      action: "unschedulable",
+      message: "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.",
+    },
+  },
+  {
+    name: "a driver no node runs is not checked against CSINodes",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "elsewhere" })],
+    want: { action: "select-node", node: "node-a", claims: ["data"] },
+  },
+];
+
+describe("decidePod", () => {
+  for (const row of rows) {
+    it(row.name, () => {
+      const nodes = row.nodes ?? twoNodes;
+      const got = decidePod(row.pod, {
+        nodes,
+        csiNodes: nodes.map((n) => csiNode(n.metadata.name)),
+        claim: (ns, name) => row.claims?.find((c) => c.metadata.namespace === ns && c.metadata.name === name),
+        volume: (name) => row.volumes?.find((v) => v.metadata.name === name),
+        storageClass: (name) => classes.find((c) => c.metadata.name === name),
+        podCount: (n) => row.podCounts?.[n] ?? 0,
+      });
+      assert.deepEqual(got, row.want);
+    });
+  }
+});
