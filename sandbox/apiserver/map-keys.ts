@@ -158,19 +158,31 @@ function sortAll(v: unknown): unknown {
   return out;
 }
 
+/**
+ * Whether a sorted object has index-like map keys, remembered for the stored
+ * objects (never modified after they are stored) so that answering a GET,
+ * a list or a watch event from them costs one lookup.
+ */
+const needsEncoder = new WeakMap<object, boolean>();
+
 /** Re-keys o's map fields (every object, for a custom resource) in Go's order, in place. */
 export function sortMapKeys(t: ResourceType, o: KubeObject): void {
   if (t.customResource) {
     const sorted = sortAll(o) as Json;
     for (const k of Object.keys(o)) delete (o as Json)[k];
     for (const k of Object.keys(sorted)) setKey(o as Json, k, sorted[k]);
+    needsEncoder.set(o, containsIndexKey(o));
     return;
   }
+  let indexKeys = false;
   for (const path of pathsOf(t.plural)) {
     visit(o, path, 0, (parent, key) => {
-      parent[key] = sortedCopy(parent[key] as Json);
+      const sorted = sortedCopy(parent[key] as Json);
+      indexKeys ||= hasIndexKey(sorted);
+      parent[key] = sorted;
     });
   }
+  needsEncoder.set(o, indexKeys);
 }
 
 const arrayIndex = /^(0|[1-9]\d{0,9})$/;
@@ -181,6 +193,8 @@ function hasIndexKey(m: Json): boolean {
 }
 
 function hasIndexKeys(t: ResourceType, o: unknown): boolean {
+  const known = typeof o === "object" && o !== null ? needsEncoder.get(o) : undefined;
+  if (known !== undefined) return known;
   if (t.customResource) return containsIndexKey(o);
   let found = false;
   for (const path of pathsOf(t.plural)) {
@@ -236,14 +250,19 @@ export function goJson(t: ResourceType, o: unknown): string {
   return text;
 }
 
-/** A list: `head`'s fields, then `items` each written as goJson writes it. */
-export function goJsonList(
+/**
+ * A list: `head`'s fields, then each of `items` as `shape` makes it, written
+ * as goJson writes it. (The items are checked before shaping, so that stored
+ * objects are recognised.)
+ */
+export function goJsonList<T>(
   t: ResourceType,
   head: Record<string, unknown>,
-  items: readonly unknown[],
+  items: readonly T[],
+  shape: (item: T) => unknown = (item) => item,
 ): string {
-  if (!items.some((o) => hasIndexKeys(t, o))) return JSON.stringify({ ...head, items });
+  if (!items.some((o) => hasIndexKeys(t, o))) return JSON.stringify({ ...head, items: items.map(shape) });
   const start = JSON.stringify(head).slice(0, -1);
   const sep = start === "{" ? "" : ",";
-  return `${start}${sep}"items":[${items.map((o) => goJson(t, o)).join(",")}]}`;
+  return `${start}${sep}"items":[${items.map((o) => goJson(t, shape(o))).join(",")}]}`;
 }

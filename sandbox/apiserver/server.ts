@@ -203,7 +203,8 @@ function listJson(t: ResourceType, result: ListResult): string {
   return goJsonList(
     t,
     { kind: t.listKind, apiVersion: apiVersionOf(t), metadata: listMeta(result) },
-    result.items.map(withoutTypeMeta),
+    result.items,
+    withoutTypeMeta,
   );
 }
 
