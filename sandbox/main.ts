@@ -1,6 +1,9 @@
-// `npm run sandbox`: the embedded Kubernetes API server and CSI driver, until Ctrl-C.
-// Prints one JSON line on stdout when ready; logs go to stderr.
+// `npm run sandbox`: the embedded cluster (API server, CSI driver with a node
+// plugin per node, scheduler, a kubelet per node), until Ctrl-C. Prints one
+// JSON line on stdout when ready; logs and the kubelets' steps go to stderr.
+// SANDBOX_SCHEDULER=0 / SANDBOX_KUBELETS=0 leave those parts out.
 import { resolve } from "node:path";
+import type { KubeletStep } from "./kubelet/kubelet.ts";
 import { startSandbox } from "./start.ts";
 
 const port = Number(process.env.SANDBOX_PORT ?? "0");
@@ -8,8 +11,49 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.stderr.write(`SANDBOX_PORT must be a port number, got ${process.env.SANDBOX_PORT}\n`);
   process.exit(2);
 }
+const nodeCount = Number(process.env.SANDBOX_NODES ?? "2");
+if (!Number.isInteger(nodeCount) || nodeCount < 1 || nodeCount > 26) {
+  process.stderr.write(
+    `SANDBOX_NODES must be a number of nodes from 1 to 26, got ${process.env.SANDBOX_NODES}\n`,
+  );
+  process.exit(2);
+}
 const dir = resolve(process.env.SANDBOX_DIR ?? ".sandbox");
-const sandbox = await startSandbox({ port, dir });
+
+function describeStep(s: KubeletStep): string {
+  switch (s.step) {
+    case "volumes-in-use":
+      return `volumesInUse = [${s.volumes.join(", ")}]`;
+    case "waiting-for-attach":
+      return `pod ${s.pod}: waiting for ${s.volume} in volumesAttached`;
+    case "staged":
+    case "unstaged":
+      return `${s.step} ${s.volume} at ${s.path}`;
+    case "published":
+    case "unpublished":
+      return `pod ${s.pod}: ${s.step} ${s.volume} at ${s.path}`;
+    case "pod-running":
+      return `pod ${s.pod}: Running`;
+    case "pod-deleted":
+      return `pod ${s.pod}: deleted`;
+  }
+}
+
+let lastWaiting = "";
+const sandbox = await startSandbox({
+  port,
+  dir,
+  nodes: nodeCount,
+  scheduler: process.env.SANDBOX_SCHEDULER !== "0",
+  kubelets: process.env.SANDBOX_KUBELETS !== "0",
+  onKubeletStep: (s) => {
+    const line = `kubelet ${s.node}: ${describeStep(s)}`;
+    // A kubelet looks again every pass while it waits; say so once.
+    if (s.step === "waiting-for-attach" && line === lastWaiting) return;
+    lastWaiting = s.step === "waiting-for-attach" ? line : "";
+    process.stderr.write(`${line}\n`);
+  },
+});
 
 process.stdout.write(
   `${JSON.stringify({
@@ -18,10 +62,14 @@ process.stdout.write(
     kubeconfig: sandbox.kubeconfigPath,
     csiEndpoint: sandbox.csi.endpoint,
     csiAdmin: sandbox.csi.adminUrl,
+    nodes: sandbox.nodeNames,
+    csiNodeEndpoints: sandbox.csi.nodeEndpoints,
+    scheduler: sandbox.scheduler !== undefined,
+    kubelets: sandbox.kubelets.map((k) => k.nodeName),
   })}\n`,
 );
 process.stderr.write(
-  `sandbox API server at ${sandbox.apiServer.url}; CSI driver ${sandbox.csi.driver.config.name} at ${sandbox.csi.endpoint} (admin ${sandbox.csi.adminUrl}); try: kubectl --kubeconfig ${sandbox.kubeconfigPath} get pv,pvc\n`,
+  `sandbox API server at ${sandbox.apiServer.url}; CSI driver ${sandbox.csi.driver.config.name} at ${sandbox.csi.endpoint} (admin ${sandbox.csi.adminUrl}); nodes ${sandbox.nodeNames.join(", ")}; scheduler ${sandbox.scheduler ? "on" : "off"}; kubelets ${sandbox.kubelets.length > 0 ? "on" : "off"}; try: kubectl --kubeconfig ${sandbox.kubeconfigPath} get nodes,pv,pvc,pods\n`,
 );
 
 let stopping = false;
