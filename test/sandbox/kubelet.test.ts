@@ -17,6 +17,7 @@ import { isNotFound } from "../../shared/kube/api-errors.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
   csiDrivers,
+  events,
   nodes,
   persistentVolumeClaims,
   persistentVolumes,
@@ -24,6 +25,7 @@ import {
   volumeAttachments,
 } from "../../shared/kube/resources.ts";
 import type {
+  KubeEvent,
   KubeObject,
   Node,
   PersistentVolume,
@@ -260,6 +262,38 @@ describe("sandbox kubelet", () => {
       const now = await kube.get<KubeObject & { spec: Record<string, unknown> }>(csiDrivers, driver);
       await kube.replace(csiDrivers, { ...now, spec: { ...now.spec, attachRequired: true } });
     }
+  });
+
+  it("records FailedMount when NodeStageVolume fails, retries with backoff, and runs the pod once it works", async () => {
+    const { handle, pv } = await boundClaim("data-4");
+    sandbox.csi.driver.setFaults({
+      methods: ["NodeStageVolume"],
+      errorProbability: 1,
+      errorCodes: ["INTERNAL"],
+    });
+    try {
+      await createPod("app-4", "data-4");
+      await attach(handle, pv);
+      const failed = await eventually("FailedMount", async () => {
+        const list = await kube.list<KubeEvent>(events, { namespace: "default" });
+        return list.items.find((e) => e.reason === "FailedMount" && e.involvedObject.name === "app-4");
+      });
+      assert.equal(failed.type, "Warning");
+      assert.match(
+        failed.message ?? "",
+        new RegExp(
+          `^MountVolume\\.MountDevice failed for volume "${pv}" : .*NodeStageVolume: injected fault INTERNAL`,
+        ),
+      );
+      assert.equal((await getPod("app-4"))?.status?.phase, "Pending");
+    } finally {
+      sandbox.csi.driver.clearFaults();
+    }
+    await eventually("Running", async () =>
+      (await getPod("app-4"))?.status?.phase === "Running" ? true : undefined,
+    );
+    await kube.delete(pods, "app-4", "default");
+    await eventually("pod gone", async () => ((await getPod("app-4")) === undefined ? true : undefined));
   });
 
   it("keeps a pod whose claim is not bound in ContainerCreating, with nothing in use", async () => {
