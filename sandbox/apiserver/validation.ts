@@ -5,6 +5,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { compareQuantities, isValidQuantity } from "../../shared/kube/quantity.ts";
 import { type FieldError, forbidden, invalid, required } from "./field-errors.ts";
+import { validateAnnotations, validateObject } from "./object-rules.ts";
 import type { KubeObject } from "./store.ts";
 
 type Obj = Record<string, unknown>;
@@ -123,7 +124,7 @@ const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
 };
 
 export function validateCreate(plural: string, o: KubeObject): FieldError[] {
-  return createValidators[plural]?.(o) ?? [];
+  return [...validateAnnotations(o), ...validateObject(plural, o), ...(createValidators[plural]?.(o) ?? [])];
 }
 
 /** to[key] = from[key], without leaving an `undefined` key behind (deep equality counts those). */
@@ -215,5 +216,9 @@ export function validateUpdate(plural: string, next: KubeObject, old: KubeObject
       );
     }
   }
-  return errs.concat(updateValidators[plural]?.(next, old) ?? []);
+  return errs.concat(
+    validateAnnotations(next),
+    validateObject(plural, next),
+    updateValidators[plural]?.(next, old) ?? [],
+  );
 }

@@ -213,6 +213,92 @@ describe("422 Invalid: Status causes as errors.NewInvalid builds them", () => {
     ]);
   });
 
+  it("an unsupported enumeration value is FieldValueNotSupported, listing the supported ones", async () => {
+    const res = await call("POST", "/apis/storage.k8s.io/v1/storageclasses", {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: "sc" },
+      provisioner: "p",
+      reclaimPolicy: "Recycle",
+      volumeBindingMode: "Later",
+    });
+    assert.equal(res.status, 422, res.text);
+    assert.equal(
+      res.body.message,
+      'StorageClass.storage.k8s.io "sc" is invalid: [reclaimPolicy: Unsupported value: "Recycle": supported values: "Delete", "Retain", volumeBindingMode: Unsupported value: "Later": supported values: "Immediate", "WaitForFirstConsumer"]',
+    );
+    assert.deepEqual(
+      (res.body.details as { causes: { reason: string }[] }).causes.map((c) => c.reason),
+      ["FieldValueNotSupported", "FieldValueNotSupported"],
+    );
+  });
+
+  it("a driver listed twice on a CSINode is FieldValueDuplicate", async () => {
+    const res = await call("POST", "/apis/storage.k8s.io/v1/csinodes", {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: "n" },
+      spec: {
+        drivers: [
+          { name: "d", nodeID: "n" },
+          { name: "d", nodeID: "n" },
+        ],
+      },
+    });
+    assert.equal(res.status, 422, res.text);
+    assert.deepEqual((res.body.details as { causes: unknown[] }).causes, [
+      { reason: "FieldValueDuplicate", message: 'Duplicate value: "d"', field: "spec.drivers[1].name" },
+    ]);
+  });
+
+  it("annotations over 256 KiB are FieldValueTooLong, on create and on update", async () => {
+    const big = { "example.com/big": "x".repeat(256 * 1024) };
+    const expected = {
+      reason: "FieldValueTooLong",
+      message: "Too long: may not be more than 262144 bytes",
+      field: "metadata.annotations",
+    };
+    const create = await call("POST", pvcs, claim("c", { metadata: { annotations: big } }));
+    assert.equal(create.status, 422, create.text.slice(0, 300));
+    assert.deepEqual((create.body.details as { causes: unknown[] }).causes, [expected]);
+    await created(pvcs, claim("c"));
+    const update = await call(
+      "PATCH",
+      `${pvcs}/c`,
+      { metadata: { annotations: big } },
+      "application/merge-patch+json",
+    );
+    assert.equal(update.status, 422);
+    assert.deepEqual((update.body.details as { causes: unknown[] }).causes, [expected]);
+  });
+
+  it("a VolumeAttachment status error message over 1024 bytes is refused on the status subresource", async () => {
+    await created(vas, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "VolumeAttachment",
+      metadata: { name: "va" },
+      spec: { attacher: "d", nodeName: "n", source: { persistentVolumeName: "pv" } },
+    });
+    const res = await call(
+      "PATCH",
+      `${vas}/va/status`,
+      { status: { attached: false, attachError: { message: "e".repeat(1025) } } },
+      "application/merge-patch+json",
+    );
+    assert.equal(res.status, 422, res.text);
+    assert.equal(
+      res.body.message,
+      'VolumeAttachment.storage.k8s.io "va" is invalid: status.attachError.message: Too long: may not be more than 262144 bytes',
+    );
+    const fits = await call(
+      "PATCH",
+      `${vas}/va/status`,
+      { status: { attached: false, attachError: { message: "e".repeat(1024) } } },
+      "application/merge-patch+json",
+    );
+    assert.equal(fits.status, 200);
+  });
+
   it("an immutable field changed is FieldValueInvalid with the new value", async () => {
     await created("/apis/storage.k8s.io/v1/storageclasses", {
       apiVersion: "storage.k8s.io/v1",
