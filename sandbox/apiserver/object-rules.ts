@@ -1,8 +1,9 @@
-// Rules kube-apiserver checks on every create and every update of an object
-// (its ValidateX, which ValidateXUpdate also runs), where the sandbox's
-// clients could break them: the total size of annotations, the enumerations
-// of a StorageClass, the size limits of a VolumeAttachment's status, and a
-// CSINode's driver names. Each with upstream's field error type.
+// Rules on an object's content that kube-apiserver checks where the sandbox's
+// clients could break them: the total size of annotations, the size limits of
+// a VolumeAttachment's status and a CSINode's driver names (on every create
+// and update, as ValidateXUpdate runs ValidateX), and a StorageClass's fields
+// (on create; its update rules forbid changing them instead). Each with
+// upstream's field error type.
 import { duplicate, type FieldError, notSupported, required, tooLong } from "./field-errors.ts";
 import type { KubeObject } from "./store.ts";
 
@@ -31,7 +32,7 @@ export function validateAnnotations(o: KubeObject): FieldError[] {
     : [];
 }
 
-function storageClass(o: KubeObject): FieldError[] {
+export function validateStorageClass(o: KubeObject): FieldError[] {
   const errs: FieldError[] = [];
   if (typeof o.provisioner !== "string" || o.provisioner === "") errs.push(required("provisioner"));
   // An empty policy or mode is defaulted before upstream validates, as here after.
@@ -79,7 +80,6 @@ function csiNode(o: KubeObject): FieldError[] {
 }
 
 const rules: Record<string, (o: KubeObject) => FieldError[]> = {
-  storageclasses: storageClass,
   volumeattachments: volumeAttachment,
   csinodes: csiNode,
 };

@@ -5,7 +5,7 @@
 import { isDeepStrictEqual } from "node:util";
 import { compareQuantities, isValidQuantity } from "../../shared/kube/quantity.ts";
 import { type FieldError, forbidden, invalid, required } from "./field-errors.ts";
-import { validateAnnotations, validateObject } from "./object-rules.ts";
+import { validateAnnotations, validateObject, validateStorageClass } from "./object-rules.ts";
 import type { KubeObject } from "./store.ts";
 
 type Obj = Record<string, unknown>;
@@ -105,6 +105,7 @@ const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
     }
     return errs;
   },
+  storageclasses: validateStorageClass,
   volumeattachments(o) {
     const spec = obj(o.spec);
     const errs: FieldError[] = [];
@@ -191,7 +192,7 @@ const updateValidators: Record<string, (next: KubeObject, old: KubeObject) => Fi
   },
   storageclasses(next, old) {
     const errs: FieldError[] = [];
-    for (const f of ["provisioner", "parameters", "reclaimPolicy"]) {
+    for (const f of ["parameters", "provisioner", "reclaimPolicy"]) {
       if (!isDeepStrictEqual(next[f], old[f])) errs.push(forbidden(f, `updates to ${f} are forbidden.`));
     }
     if (next.volumeBindingMode !== old.volumeBindingMode) {
