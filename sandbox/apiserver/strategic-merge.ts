@@ -212,9 +212,10 @@ class StrategicMerger {
   retainKeys(original: JsonObject, patch: JsonObject, path: string): void {
     if (!Object.hasOwn(patch, RETAIN_KEYS)) return;
     const retained = stringList(patch[RETAIN_KEYS], `$retainKeys in ${at(path)}`);
+    // Upstream lets a null (a deletion) through and answers 400 for any other key not retained.
     for (const key of Object.keys(patch)) {
-      if (!isDirectiveKey(key) && !retained.includes(key)) {
-        throw new PatchError(422, `patch key "${key}" in ${at(path)} is not listed in $retainKeys`);
+      if (!isDirectiveKey(key) && patch[key] !== null && !retained.includes(key)) {
+        throw new PatchError(400, `patch key "${key}" in ${at(path)} is not listed in $retainKeys`);
       }
     }
     for (const key of Object.keys(original)) {

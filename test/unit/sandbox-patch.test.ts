@@ -819,6 +819,12 @@ describe("applyStrategicMergePatch", () => {
           expected: { spec: { volumes: [{ name: "v", hostPath: { path: "/x" } }] } },
         },
         {
+          name: "$retainKeys lets a deletion of a key it does not list through",
+          doc: { spec: { strategy: { type: "Recreate", extra: 1 } } },
+          patch: { spec: { strategy: { $retainKeys: ["type"], type: "Recreate", extra: null } } },
+          expected: { spec: { strategy: { type: "Recreate" } } },
+        },
+        {
           name: "$retainKeys on a map",
           doc: { spec: { strategy: { type: "Recreate", rollingUpdate: { maxSurge: 1 } } } },
           patch: { spec: { strategy: { $retainKeys: ["type"], type: "Recreate" } } },
@@ -949,7 +955,7 @@ describe("applyStrategicMergePatch", () => {
     {
       name: "patch keys missing from $retainKeys",
       patch: { spec: { $retainKeys: ["a"], b: 1 } },
-      code: 422,
+      code: 400,
       message: /patch key "b" in "spec" is not listed in \$retainKeys/,
     },
     {
