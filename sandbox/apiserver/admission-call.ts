@@ -1,14 +1,18 @@
 // One call to one admission webhook, as kube-apiserver makes it: POST an
 // AdmissionReview v1 over HTTPS, verify the server against the webhook's
 // caBundle (the system roots when it is empty) and, for a Service, against
-// `<name>.<namespace>.svc`; give up after timeoutSeconds; check the answer the
-// way upstream's VerifyAdmissionResponse does. Everything that goes wrong is
-// a WebhookCallError, which the failurePolicy then decides about.
+// `<name>.<namespace>.svc`, with Go's rules (./admission-tls.ts); give up
+// after timeoutSeconds; check the answer the way upstream's
+// VerifyAdmissionResponse does. Everything that goes wrong is a
+// WebhookCallError, which the failurePolicy then decides about.
 
 import { Agent, request } from "node:https";
 import { isIP } from "node:net";
+import type { PeerCertificate } from "node:tls";
 import { isRecord } from "../../shared/is-record.ts";
+import type { GoCertificate } from "../../shared/tls/go-x509.ts";
 import type { WebhookClientConfig } from "./admission-rules.ts";
+import { derChain, GoTlsError, goRootPool, goVerifyServer, presentedChain } from "./admission-tls.ts";
 import type { ServiceMap } from "./webhook-services.ts";
 
 const MAX_RESPONSE_BYTES = 3 * 1024 * 1024;
@@ -51,6 +55,8 @@ interface Endpoint {
   target: URL;
   /** The name the certificate must carry (a Service's DNS name); undefined: the target's host. */
   servername: string | undefined;
+  /** The name Go verifies: the Service's DNS name, or the URL's host (an IP without brackets). */
+  verifiedName: string;
 }
 
 function endpointOf(
@@ -69,7 +75,8 @@ function endpointOf(
     if (url.protocol !== "https:")
       throw new WebhookCallError(`failed to call webhook: ${config.url}: webhooks must use https`);
     url.search = url.search === "" ? `?${query}` : `${url.search}&${query}`;
-    return { display: url.href, target: url, servername: undefined };
+    const verifiedName = url.hostname.replace(/^\[|\]$/g, "");
+    return { display: url.href, target: url, servername: undefined, verifiedName };
   }
   const service = config?.service;
   if (!service?.name || !service.namespace)
@@ -89,30 +96,68 @@ function endpointOf(
   const target = new URL(address.origin);
   target.pathname = path;
   target.search = `?${query}`;
-  return { display, target, servername: host };
+  return { display, target, servername: host, verifiedName: host };
 }
 
-function decodeCaBundle(caBundle: string | undefined): string | undefined {
+/** The roots a call trusts: the caBundle as Go keeps it, or undefined for the system roots. */
+interface TrustedRoots {
+  pem: string[];
+  roots: GoCertificate[];
+}
+
+function decodeCaBundle(caBundle: string | undefined): TrustedRoots | undefined {
   if (caBundle === undefined || caBundle === "") return undefined;
   const pem = Buffer.from(caBundle, "base64").toString("utf8");
   if (!pem.includes("-----BEGIN CERTIFICATE-----"))
     throw new WebhookCallError("failed to call webhook: clientConfig.caBundle holds no PEM certificate");
-  return pem;
+  // A CA Go cannot parse is not in kube-apiserver's pool either; none left trusts nothing.
+  return goRootPool(pem);
 }
 
-function describeNetworkError(
-  err: unknown,
-  timedOut: boolean,
-  display: string,
-  timeoutSeconds: number,
-): string {
-  if (timedOut)
-    return `failed to call webhook: Post "${display}": context deadline exceeded (timeout ${timeoutSeconds}s)`;
+/** OpenSSL refused the server's certificate (as opposed to a network failure). */
+function isCertificateRefusal(code: string): boolean {
+  return /CERT|SELF_SIGNED|UNABLE_TO|ALTNAME|ISSUER|INVALID_CA|INVALID_PURPOSE|PATH_LENGTH/.test(code);
+}
+
+interface CallContext {
+  endpoint: Endpoint;
+  trusted: TrustedRoots | undefined;
+  timeoutSeconds: number;
+  timedOut: boolean;
+}
+
+/** What went wrong, worded as kube-apiserver words it. */
+async function describeCallError(err: unknown, ctx: CallContext): Promise<string> {
+  const post = `failed to call webhook: Post "${ctx.endpoint.display}"`;
+  if (ctx.timedOut) return `${post}: context deadline exceeded (timeout ${ctx.timeoutSeconds}s)`;
+  if (err instanceof GoTlsError) return `${post}: ${err.message}`;
   const code = (err as NodeJS.ErrnoException)?.code ?? "";
   const message = err instanceof Error ? err.message : String(err);
-  // Certificate problems read as in Go (x509 / tls), which is what operators search for.
-  const tls = /CERT|SELF_SIGNED|UNABLE_TO|ALTNAME|ISSUER/.test(code);
-  return `failed to call webhook: Post "${display}": ${tls ? `tls: failed to verify certificate: ${message}` : message}`;
+  if (!isCertificateRefusal(code)) return `${post}: ${message}`;
+  // OpenSSL said no; Go's reason needs the certificates, which a failed handshake does not leave.
+  const target = ctx.endpoint.target;
+  const chain = await presentedChain({
+    host: target.hostname.replace(/^\[|\]$/g, ""),
+    port: target.port === "" ? 443 : Number(target.port),
+    servername: serverNameOf(ctx.endpoint),
+    timeoutMs: 2000,
+  });
+  const why =
+    chain &&
+    goVerifyServer({
+      chain,
+      roots: ctx.trusted?.roots,
+      host: ctx.endpoint.verifiedName,
+      now: new Date(),
+    });
+  return `${post}: ${why ?? `tls: failed to verify certificate: ${message}`}`;
+}
+
+/** SNI: the Service's DNS name, or the URL's host unless it is an address. */
+function serverNameOf(endpoint: Endpoint): string | undefined {
+  if (endpoint.servername !== undefined) return endpoint.servername;
+  const hostname = endpoint.target.hostname.replace(/^\[|\]$/g, "");
+  return isIP(hostname) === 0 ? hostname : undefined;
 }
 
 /** A kept connection the server closed just as it was reused: nothing was processed, so send again. */
@@ -123,16 +168,16 @@ function isStaleConnection(err: unknown, reused: boolean): boolean {
 
 async function post(
   endpoint: Endpoint,
-  ca: string | undefined,
+  trusted: TrustedRoots | undefined,
   body: string,
   timeoutSeconds: number,
 ): Promise<string> {
   const signal = AbortSignal.timeout(timeoutSeconds * 1000);
   try {
-    return await postOnce(endpoint, ca, body, timeoutSeconds, signal);
+    return await postOnce(endpoint, trusted, body, timeoutSeconds, signal);
   } catch (err) {
     if (!(err instanceof StaleConnectionError)) throw err;
-    return postOnce(endpoint, ca, body, timeoutSeconds, signal, false);
+    return postOnce(endpoint, trusted, body, timeoutSeconds, signal, false);
   }
 }
 
@@ -140,7 +185,7 @@ class StaleConnectionError extends Error {}
 
 function postOnce(
   endpoint: Endpoint,
-  ca: string | undefined,
+  trusted: TrustedRoots | undefined,
   body: string,
   timeoutSeconds: number,
   signal: AbortSignal,
@@ -148,6 +193,21 @@ function postOnce(
 ): Promise<string> {
   const target = endpoint.target;
   const hostname = target.hostname.replace(/^\[|\]$/g, "");
+  const servername = serverNameOf(endpoint);
+  const fail = (err: unknown): Promise<WebhookCallError> =>
+    describeCallError(err, { endpoint, trusted, timeoutSeconds, timedOut: signal.aborted }).then(
+      (message) => new WebhookCallError(message),
+    );
+  // Called by Node once OpenSSL accepted the chain: Go's further refusals (and the host check, SANs only).
+  const checkServerIdentity = (_host: string, cert: PeerCertificate): Error | undefined => {
+    const why = goVerifyServer({
+      chain: derChain(cert),
+      roots: trusted?.roots,
+      host: endpoint.verifiedName,
+      now: new Date(),
+    });
+    return why === undefined ? undefined : new GoTlsError(why);
+  };
   return new Promise((resolve, reject) => {
     const req = request(
       {
@@ -161,14 +221,9 @@ function postOnce(
           "Content-Length": Buffer.byteLength(body),
           "User-Agent": "kube-apiserver-admission",
         },
-        ...(ca !== undefined ? { ca } : {}),
-        // SNI and the name verified: the Service's DNS name, or the URL's host
-        // (Node checks IP SANs itself when the host is an address).
-        ...(endpoint.servername !== undefined
-          ? { servername: endpoint.servername }
-          : isIP(hostname) === 0
-            ? { servername: hostname }
-            : {}),
+        ...(trusted !== undefined ? { ca: trusted.pem } : {}),
+        ...(servername !== undefined ? { servername } : {}),
+        checkServerIdentity,
         agent: reuse ? webhookAgent : false,
         signal,
       },
@@ -183,11 +238,7 @@ function postOnce(
           }
           chunks.push(chunk);
         });
-        res.on("error", (err) =>
-          reject(
-            new WebhookCallError(describeNetworkError(err, signal.aborted, endpoint.display, timeoutSeconds)),
-          ),
-        );
+        res.on("error", (err) => void fail(err).then(reject));
         res.on("end", () => {
           const text = Buffer.concat(chunks).toString("utf8");
           const status = res.statusCode ?? 0;
@@ -207,13 +258,11 @@ function postOnce(
     req.on("response", () => {
       answered = true;
     });
-    req.on("error", (err) =>
-      reject(
-        !answered && isStaleConnection(err, req.reusedSocket)
-          ? new StaleConnectionError(err.message)
-          : new WebhookCallError(describeNetworkError(err, signal.aborted, endpoint.display, timeoutSeconds)),
-      ),
-    );
+    req.on("error", (err) => {
+      if (!answered && isStaleConnection(err, req.reusedSocket))
+        reject(new StaleConnectionError(err.message));
+      else void fail(err).then(reject);
+    });
     req.end(body);
   });
 }
@@ -273,7 +322,7 @@ export interface CallOptions {
 export async function callWebhook(options: CallOptions): Promise<AdmissionResponse> {
   const timeoutSeconds = Math.min(30, Math.max(1, Math.floor(options.timeoutSeconds ?? 10)));
   const endpoint = endpointOf(options.clientConfig, options.services, timeoutSeconds);
-  const ca = decodeCaBundle(options.clientConfig?.caBundle);
-  const text = await post(endpoint, ca, JSON.stringify(options.review), timeoutSeconds);
+  const trusted = decodeCaBundle(options.clientConfig?.caBundle);
+  const text = await post(endpoint, trusted, JSON.stringify(options.review), timeoutSeconds);
   return verifyAdmissionResponse(text, options.uid, options.mutating);
 }

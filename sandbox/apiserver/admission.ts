@@ -22,6 +22,7 @@
 // matchPolicy Equivalent, auditAnnotations, AdmissionReview v1beta1.
 
 import { randomUUID } from "node:crypto";
+import { isDeepStrictEqual } from "node:util";
 import {
   type AdmissionResponse,
   type AdmissionStatus,
@@ -99,13 +100,42 @@ function optionsKind(operation: AdmissionAttributes["operation"]): string {
       : "DeleteOptions";
 }
 
+/**
+ * The object as kube-apiserver serializes it. Go writes an unset
+ * metav1.Time as null and a status struct even when empty, so an object
+ * not stored yet (a CREATE before the registry completed it) has
+ * `creationTimestamp: null` and, where the kind has one, a status (the
+ * defaulted one on CREATE). Webhooks get this form and their patches apply
+ * to it.
+ */
+function wireObject(attrs: AdmissionAttributes, object: KubeObject | undefined): KubeObject | undefined {
+  if (object === undefined) return undefined;
+  const noTimestamp = object.metadata.creationTimestamp === undefined;
+  const noStatus = attrs.type.hasStatus && object.status === undefined;
+  if (!noTimestamp && !noStatus) return object;
+  const status = attrs.operation === "CREATE" ? (attrs.type.statusOnCreate?.() ?? {}) : {};
+  return {
+    ...object,
+    metadata: noTimestamp ? { ...object.metadata, creationTimestamp: null } : object.metadata,
+    ...(noStatus ? { status } : {}),
+  } as unknown as KubeObject;
+}
+
+/** Back from the wire: what wireObject added and the webhook left alone goes again (null is unset to Go). */
+function fromWire(patched: KubeObject, before: KubeObject, sent: KubeObject): KubeObject {
+  if ((patched.metadata.creationTimestamp as unknown) === null) delete patched.metadata.creationTimestamp;
+  if (before.status === undefined && isDeepStrictEqual(patched.status, sent.status)) delete patched.status;
+  return patched;
+}
+
+/** An AdmissionReview v1 request, member for member as kube-apiserver writes one. */
 function reviewOf(uid: string, attrs: AdmissionAttributes): object {
   const t = attrs.type;
   const kind = { group: t.group, version: t.version, kind: t.kind };
   const resource = { group: t.group, version: t.version, resource: t.plural };
   return {
-    apiVersion: "admission.k8s.io/v1",
     kind: "AdmissionReview",
+    apiVersion: "admission.k8s.io/v1",
     request: {
       uid,
       kind,
@@ -118,12 +148,12 @@ function reviewOf(uid: string, attrs: AdmissionAttributes): object {
       ...(attrs.namespace ? { namespace: attrs.namespace } : {}),
       operation: attrs.operation,
       userInfo: attrs.userInfo,
-      object: attrs.object ?? null,
+      object: wireObject(attrs, attrs.object) ?? null,
       oldObject: attrs.oldObject ?? null,
       dryRun: attrs.dryRun,
       options: {
-        apiVersion: "meta.k8s.io/v1",
         kind: optionsKind(attrs.operation),
+        apiVersion: "meta.k8s.io/v1",
         ...(attrs.dryRun ? { dryRun: ["All"] } : {}),
       },
     },
@@ -157,8 +187,14 @@ export class WebhookAdmission {
       if (response === undefined) continue;
       if (!response.allowed) throw denied(webhook.name ?? "", response.status);
       // There is no object to patch on DELETE; upstream has nothing to apply it to either.
-      if (response.patch !== undefined && object !== undefined)
-        object = this.applyWebhookPatch(webhook.name ?? "", attrs.type, object, response.patch);
+      // The patch applies to the object as the webhook saw it.
+      const sent = wireObject(current, object);
+      if (response.patch !== undefined && sent !== undefined && object !== undefined)
+        object = fromWire(
+          this.applyWebhookPatch(webhook.name ?? "", attrs.type, sent, response.patch),
+          object,
+          sent,
+        );
     }
     return object;
   }
