@@ -39,7 +39,6 @@ function describeStep(s: KubeletStep): string {
   }
 }
 
-let lastWaiting = "";
 const sandbox = await startSandbox({
   port,
   dir,
@@ -47,11 +46,7 @@ const sandbox = await startSandbox({
   scheduler: process.env.SANDBOX_SCHEDULER !== "0",
   kubelets: process.env.SANDBOX_KUBELETS !== "0",
   onKubeletStep: (s) => {
-    const line = `kubelet ${s.node}: ${describeStep(s)}`;
-    // A kubelet looks again every pass while it waits; say so once.
-    if (s.step === "waiting-for-attach" && line === lastWaiting) return;
-    lastWaiting = s.step === "waiting-for-attach" ? line : "";
-    process.stderr.write(`${line}\n`);
+    process.stderr.write(`kubelet ${s.node}: ${describeStep(s)}\n`);
   },
 });
 

@@ -110,6 +110,8 @@ export class SandboxKubelet {
   private readonly podIps = new Map<string, string>();
   private nextIp = 2;
   private readonly backoff = new Map<string, { until: number; failures: number }>();
+  /** "<pod uid> <volume>" pairs already reported as waiting for attach (reported once). */
+  private readonly waitingForAttach = new Set<string>();
 
   constructor(options: SandboxKubeletOptions) {
     this.options = options;
@@ -328,6 +330,7 @@ export class SandboxKubelet {
         });
         this.podVolumes.delete(uid);
         this.podIps.delete(uid);
+        for (const k of this.waitingForAttach) if (k.startsWith(`${uid} `)) this.waitingForAttach.delete(k);
         this.step({ step: "pod-deleted", node: this.nodeName, pod: podKey(pod) });
       } catch (err) {
         if (!isNotFound(err) && !isConflict(err))
@@ -354,7 +357,11 @@ export class SandboxKubelet {
       // As VerifyControllerAttachedVolume: reported in use first, then listed as attached.
       if (!inUse.includes(unique)) return false;
       if (!node.status?.volumesAttached?.some((a) => a.name === unique)) {
-        this.step({ step: "waiting-for-attach", node: this.nodeName, pod: podKey(pod), volume: unique });
+        const waitKey = `${uid} ${unique}`;
+        if (!this.waitingForAttach.has(waitKey)) {
+          this.waitingForAttach.add(waitKey);
+          this.step({ step: "waiting-for-attach", node: this.nodeName, pod: podKey(pod), volume: unique });
+        }
         return false;
       }
       const vaName = volumeAttachmentName(volume.driver, volume.volumeHandle, this.nodeName);
@@ -417,6 +424,7 @@ export class SandboxKubelet {
       return false;
     }
     this.succeeded(key);
+    this.waitingForAttach.delete(`${uid} ${unique}`);
     const mounts = this.mounted.get(uid) ?? new Map<string, Mount>();
     mounts.set(unique, { volume, targetPath: target });
     this.mounted.set(uid, mounts);
