@@ -51,3 +51,14 @@ export const annAttachReported = "attachdetach.kube-storage-functions.io/attach-
 export const annAttachErrorReported = "attachdetach.kube-storage-functions.io/attach-error-reported";
 /** On a VolumeAttachment: when detaching was first wanted but the node still used the volume. */
 export const annDetachRequestedAt = "attachdetach.kube-storage-functions.io/detach-requested-at";
+/**
+ * On a VolumeAttachment: the node resourceVersion it was last listed in status.volumesAttached
+ * from. Writing it before the node fences a concurrent detach, whose delete is conditional on
+ * the attachment's resourceVersion.
+ */
+export const annListedAt = "attachdetach.kube-storage-functions.io/listed-at";
+/**
+ * On a Node (written through nodes/status): the last detach that found nothing to unlist. The
+ * write fences a concurrent reconcile that would list the volume from an older read of the node.
+ */
+export const annDetachFence = "attachdetach.kube-storage-functions.io/detach-fence";

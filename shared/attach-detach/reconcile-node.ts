@@ -17,6 +17,7 @@ import {
   annAttachLock,
   annAttachReported,
   annDetachRequestedAt,
+  annListedAt,
   type ForceDetachReason,
   message,
   reason,
@@ -50,8 +51,11 @@ export type AttachDetachStep =
   | { op: "create-attachment"; attachment: VolumeAttachment }
   /** `force`: detached without waiting for unmount (timeout or out-of-service), as upstream counts it. */
   | { op: "delete-attachment"; attachment: VolumeAttachment; force?: ForceDetachReason }
-  /** The whole status.volumesAttached, a conditional write on the node as read. */
-  | { op: "update-node-status"; node: Node; volumesAttached: AttachedVolume[] }
+  /**
+   * The whole status.volumesAttached, a conditional write on the node as read; `fence` (an
+   * annotation value) makes a write that changes no entry still change the node.
+   */
+  | { op: "update-node-status"; node: Node; volumesAttached: AttachedVolume[]; fence?: string }
   | { op: "update-attachment"; attachment: VolumeAttachment }
   | { op: "event"; pod: Pod; type: "Normal" | "Warning"; reason: string; message: string }
   /** Multi-Attach error: the message names pods elsewhere, which the runtime reads only on this rare path. */
@@ -172,6 +176,9 @@ export function reconcileNode(input: NodeReconcileInput): NodePlan {
   }
 
   // The node stops listing a volume before its detach starts: a failed write stops the detach too.
+  let nodeStatus: Extract<AttachDetachStep, { op: "update-node-status" }> | undefined;
+  /** Attachments whose volume the node is about to list, by name. */
+  const listing = new Map<string, VolumeAttachment>();
   if (input.node) {
     const volumesAttached = expectedVolumesAttached({
       node: input.node,
@@ -181,11 +188,22 @@ export function reconcileNode(input: NodeReconcileInput): NodePlan {
       detaching,
     });
     if (!sameVolumesAttached(input.node.status?.volumesAttached, volumesAttached)) {
-      steps.unshift({ op: "update-node-status", node: input.node, volumesAttached });
+      nodeStatus = { op: "update-node-status", node: input.node, volumesAttached };
       summary.unshift(`node lists ${volumesAttached.length} attached volume(s)`);
+    } else if (detaches.length > 0) {
+      const first = detaches[0] as Extract<AttachDetachStep, { op: "delete-attachment" }>;
+      const fence = `${first.attachment.metadata.name}@${input.node.metadata.resourceVersion ?? ""}`;
+      nodeStatus = { op: "update-node-status", node: input.node, volumesAttached, fence };
+    }
+    const listed = new Set((input.node.status?.volumesAttached ?? []).map((e) => e?.name));
+    const added = new Set(volumesAttached.map((e) => e.name).filter((n) => !listed.has(n)));
+    for (const va of here) {
+      const handle = volumes.get(va.spec.source.persistentVolumeName!)?.spec.csi?.volumeHandle;
+      if (handle !== undefined && added.has(uniqueVolumeName(va.spec.attacher, handle)))
+        listing.set(va.metadata.name, va);
     }
   }
-  steps.push(...detaches);
+  const early = steps.splice(0, steps.length);
 
   // Locks this node holds on volumes it neither wants nor has an attachment for are released.
   for (const pv of input.volumes) {
@@ -232,7 +250,43 @@ export function reconcileNode(input: NodeReconcileInput): NodePlan {
     });
     summary.push(`attaching ${pvName}`);
   }
-  return { steps, followUpVolumes, summary };
+  return {
+    steps: ordered(early, nodeStatus, detaches, steps, listing),
+    followUpVolumes,
+    summary,
+  };
+}
+
+/**
+ * Two objects, no transaction: the node's list and the attachments. A volume newly listed has
+ * its attachment written first (annListedAt, conditional), then the node; a detach writes the
+ * node first (the entry removed, or a fence), then deletes the attachment conditionally on the
+ * resourceVersion read. Whichever reconcile loses a race then fails a write and decides again,
+ * so a node never lists a volume whose attachment is being deleted.
+ */
+function ordered(
+  early: AttachDetachStep[],
+  nodeStatus: Extract<AttachDetachStep, { op: "update-node-status" }> | undefined,
+  detaches: AttachDetachStep[],
+  late: AttachDetachStep[],
+  listing: ReadonlyMap<string, VolumeAttachment>,
+): AttachDetachStep[] {
+  if (!nodeStatus) return [...early, ...detaches, ...late];
+  const stamp = nodeStatus.node.metadata.resourceVersion ?? "";
+  const touches: AttachDetachStep[] = [];
+  const pending = new Map(listing);
+  const unmoved = (list: AttachDetachStep[]): AttachDetachStep[] =>
+    list.filter((step) => {
+      if (step.op !== "update-attachment" || !pending.has(step.attachment.metadata.name)) return true;
+      pending.delete(step.attachment.metadata.name);
+      touches.push({ ...step, attachment: annotate(step.attachment, annListedAt, stamp) });
+      return false;
+    });
+  const before = unmoved(early);
+  const after = unmoved(late);
+  for (const va of pending.values())
+    touches.push({ op: "update-attachment", attachment: annotate(va, annListedAt, stamp) });
+  return [...touches, nodeStatus, ...before, ...detaches, ...after];
 }
 
 /** Success is announced once per attachment; an attach error once per error time. */

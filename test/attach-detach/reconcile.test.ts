@@ -7,6 +7,7 @@ import {
   annAttachLock,
   annAttachReported,
   annDetachRequestedAt,
+  annListedAt,
 } from "../../shared/attach-detach/constants.ts";
 import { type DetachPolicy, defaultDetachPolicy } from "../../shared/attach-detach/detach-policy.ts";
 import {
@@ -99,6 +100,9 @@ function pv(
   };
 }
 
+const vaName = (pvName: string, nodeName: string): string =>
+  volumeAttachmentName(`h-${pvName}`, driver, nodeName);
+
 function va(
   pvName: string,
   nodeName: string,
@@ -147,7 +151,7 @@ function describeStep(s: AttachDetachStep): string {
     case "delete-attachment":
       return `${s.op} ${s.attachment.spec.source.persistentVolumeName}@${s.attachment.spec.nodeName}${s.force ? ` force=${s.force}` : ""}`;
     case "update-node-status":
-      return `${s.op} ${s.node.metadata.name} [${s.volumesAttached.map((v) => `${v.name}=${JSON.stringify(v.devicePath)}`).join(", ")}]`;
+      return `${s.op} ${s.node.metadata.name} [${s.volumesAttached.map((v) => `${v.name}=${JSON.stringify(v.devicePath)}`).join(", ")}]${s.fence ? ` fence=${s.fence}` : ""}`;
     case "update-attachment":
       return `${s.op} ${s.attachment.spec.source.persistentVolumeName} ${JSON.stringify(s.attachment.metadata.annotations ?? {})}`;
     case "event":
@@ -302,9 +306,13 @@ describe("attach/detach: reconcile", () => {
       ],
     },
     {
+      // Nothing to unlist, so a fence write on the node goes first (see ordered() in reconcile-node.ts).
       name: "detach: nobody uses it and the node does not report it in use",
       in: { volumes: [pv("pv1", "c", { lock: "node-a" })], attachments: [va("pv1", "node-a")] },
-      want: ["delete-attachment pv1@node-a"],
+      want: [
+        `update-node-status node-a [] fence=${vaName("pv1", "node-a")}@7`,
+        "delete-attachment pv1@node-a",
+      ],
     },
     {
       name: "detach waits while the node reports the volume in use, and notes since when",
@@ -335,7 +343,10 @@ describe("attach/detach: reconcile", () => {
           va("pv1", "node-a", { annotations: { [annDetachRequestedAt]: "2026-01-01T00:03:59Z" } }),
         ],
       },
-      want: ["delete-attachment pv1@node-a force=timeout"],
+      want: [
+        `update-node-status node-a [] fence=${vaName("pv1", "node-a")}@7`,
+        "delete-attachment pv1@node-a force=timeout",
+      ],
     },
     {
       name: "... but not before the 6 minutes are up",
@@ -398,10 +409,11 @@ describe("attach/detach: node status volumesAttached", () => {
         volumes: [pv("pv1", "c", { lock: "node-a" })],
         attachments: [va("pv1", "node-a", { status: { attached: true } })],
       },
+      // The attachment is written before the node lists it (annListedAt: the node's resourceVersion as read).
       want: [
+        `update-attachment pv1 {"${annAttachReported}":"true","${annListedAt}":"7"}`,
         `update-node-status node-a [${vol1.name}=""]`,
         "event p Normal SuccessfulAttachVolume",
-        `update-attachment pv1 {"${annAttachReported}":"true"}`,
       ],
     },
     {
@@ -492,7 +504,10 @@ describe("attach/detach: node status volumesAttached", () => {
         volumes: [pv("pv1", "c", { lock: "node-a" })],
         attachments: [va("pv1", "node-a", attached)],
       },
-      want: [`update-node-status node-a [${inTree.name}="/dev/xvdf", ${vol1.name}="", ${noAttach.name}=""]`],
+      want: [
+        `update-attachment pv1 {"${annAttachReported}":"true","${annListedAt}":"7"}`,
+        `update-node-status node-a [${inTree.name}="/dev/xvdf", ${vol1.name}="", ${noAttach.name}=""]`,
+      ],
     },
     {
       name: "a stale entry of ours with no VolumeAttachment is dropped (what resync repairs); foreign ones stay",
@@ -571,7 +586,7 @@ describe("attach/detach: node status volumesAttached", () => {
         attachments: [va("pv1", "node-a", attached)],
       }),
     );
-    const step = plan.steps[0];
+    const step = plan.steps.find((s) => s.op === "update-node-status");
     assert.equal(step?.op, "update-node-status");
     assert.equal(step.op === "update-node-status" ? step.node.metadata.resourceVersion : "", "7");
   });

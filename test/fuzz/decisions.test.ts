@@ -825,7 +825,9 @@ function applyStep(w: World, step: AttachDetachStep, nodeName: string, log: Appl
     case "delete-attachment": {
       const current = w.vas.get(step.attachment.metadata.name);
       if (!current) return; // NotFound: done
-      if (current.metadata.uid !== step.attachment.metadata.uid) throw new Conflict(); // uid precondition
+      // uid and resourceVersion preconditions
+      if (current.metadata.uid !== step.attachment.metadata.uid) throw new Conflict();
+      if (current.metadata.resourceVersion !== step.attachment.metadata.resourceVersion) throw new Conflict();
       // The attacher's finalizer keeps a published attachment until it is detached.
       if ((current.metadata.finalizers ?? []).length > 0) {
         if (!current.metadata.deletionTimestamp)
@@ -848,6 +850,18 @@ function applyStep(w: World, step: AttachDetachStep, nodeName: string, log: Appl
       w.vas.set(current.metadata.name, {
         ...step.attachment,
         metadata: { ...step.attachment.metadata, resourceVersion: version() },
+      });
+      log.writes++;
+      return;
+    }
+    case "update-node-status": {
+      const current = w.nodes.get(step.node.metadata.name);
+      if (!current) return; // NotFound: nothing to report
+      if (current.metadata.resourceVersion !== step.node.metadata.resourceVersion) throw new Conflict();
+      w.nodes.set(current.metadata.name, {
+        ...current,
+        metadata: { ...current.metadata, resourceVersion: version() },
+        status: { ...current.status, volumesAttached: step.volumesAttached },
       });
       log.writes++;
       return;
@@ -910,6 +924,7 @@ const CHANGING = new Set([
   "create-attachment",
   "delete-attachment",
   "update-attachment",
+  "update-node-status",
 ]);
 
 function describeWorld(w: World): string {

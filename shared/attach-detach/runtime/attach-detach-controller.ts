@@ -19,7 +19,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../kube/types.ts";
-import { annAttachLock, detachLog, forceDetachReason, reason } from "../constants.ts";
+import { annAttachLock, annDetachFence, detachLog, forceDetachReason, reason } from "../constants.ts";
 import { type DetachPolicy, defaultDetachPolicy } from "../detach-policy.ts";
 import { type AttachDetachStep, multiAttachMessage, reconcileNode } from "../reconcile-node.ts";
 import { type AttachDetachMetrics, attachDetachMetrics } from "./attach-detach-metrics.ts";
@@ -259,8 +259,14 @@ export class AttachDetachController implements Controller {
         return this.writeVolumesAttached(step);
       case "delete-attachment":
         try {
+          // Conditional on the attachment as read: a reconcile that listed it on the node meanwhile wrote it first.
           await this.kube.delete(volumeAttachments, step.attachment.metadata.name, undefined, {
-            preconditions: { uid: step.attachment.metadata.uid ?? "" },
+            preconditions: {
+              uid: step.attachment.metadata.uid ?? "",
+              ...(step.attachment.metadata.resourceVersion
+                ? { resourceVersion: step.attachment.metadata.resourceVersion }
+                : {}),
+            },
           });
         } catch (err) {
           if (!isNotFound(err)) throw err;
@@ -296,7 +302,10 @@ export class AttachDetachController implements Controller {
   ): Promise<number> {
     const { name, resourceVersion } = step.node.metadata;
     const patch = {
-      metadata: { resourceVersion },
+      metadata: {
+        resourceVersion,
+        ...(step.fence !== undefined ? { annotations: { [annDetachFence]: step.fence } } : {}),
+      },
       status: { volumesAttached: step.volumesAttached.length > 0 ? step.volumesAttached : null },
     };
     try {
