@@ -165,7 +165,11 @@ function sortAll(v: unknown): unknown {
  */
 const needsEncoder = new WeakMap<object, boolean>();
 
-/** Re-keys o's map fields (every object, for a custom resource) in Go's order, in place. */
+/**
+ * Re-keys o's map fields (every object, for a custom resource) in Go's order,
+ * in place. An empty map field goes, as Go's omitempty leaves it out (a
+ * custom resource keeps what it was given).
+ */
 export function sortMapKeys(t: ResourceType, o: KubeObject): void {
   if (t.customResource) {
     const sorted = sortAll(o) as Json;
@@ -179,7 +183,8 @@ export function sortMapKeys(t: ResourceType, o: KubeObject): void {
     visit(o, path, 0, (parent, key) => {
       const sorted = sortedCopy(parent[key] as Json);
       indexKeys ||= hasIndexKey(sorted);
-      parent[key] = sorted;
+      if (Object.keys(sorted).length === 0) delete parent[key];
+      else parent[key] = sorted;
     });
   }
   needsEncoder.set(o, indexKeys);
@@ -252,17 +257,20 @@ export function goJson(t: ResourceType, o: unknown): string {
 
 /**
  * A list: `head`'s fields, then each of `items` as `shape` makes it, written
- * as goJson writes it. (The items are checked before shaping, so that stored
- * objects are recognised.)
+ * as goJson writes it, then `tail`'s fields. (The items are checked before
+ * shaping, so that stored objects are recognised.)
  */
 export function goJsonList<T>(
   t: ResourceType,
   head: Record<string, unknown>,
   items: readonly T[],
   shape: (item: T) => unknown = (item) => item,
+  tail: Record<string, unknown> = {},
 ): string {
-  if (!items.some((o) => hasIndexKeys(t, o))) return JSON.stringify({ ...head, items: items.map(shape) });
-  const start = JSON.stringify(head).slice(0, -1);
-  const sep = start === "{" ? "" : ",";
-  return `${start}${sep}"items":[${items.map((o) => goJson(t, shape(o))).join(",")}]}`;
+  if (!items.some((o) => hasIndexKeys(t, o))) {
+    return JSON.stringify({ ...head, items: items.map(shape), ...tail });
+  }
+  const fields = (o: Record<string, unknown>): string => JSON.stringify(o).slice(1, -1);
+  const encoded = `"items":[${items.map((o) => goJson(t, shape(o))).join(",")}]`;
+  return `{${[fields(head), encoded, fields(tail)].filter((f) => f !== "").join(",")}}`;
 }

@@ -469,12 +469,11 @@ export class Registry {
   /** Stores a built and checked update of `old`, which must still be the stored version. */
   storeUpdate(t: ResourceType, old: KubeObject, next: KubeObject, options: WriteOptions = {}): KubeObject {
     const name = old.metadata.name ?? "";
+    // Compared as it would be stored (an empty map is no change), as upstream compares encoded objects.
+    sortMapKeys(t, next);
     // A no-op write is not a write: same resourceVersion, no watch event (as etcd-backed kube does).
     if (isDeepStrictEqual(next, old)) return structuredClone(old);
-    if (options.dryRun) {
-      sortMapKeys(t, next);
-      return next;
-    }
+    if (options.dryRun) return next;
 
     next.metadata.resourceVersion = this.store.nextRevision().toString();
     if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {

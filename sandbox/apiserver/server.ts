@@ -198,13 +198,32 @@ function verbOf(method: string, r: ResourceRequest, query: URLSearchParams): str
   }
 }
 
-/** A typed list as kube-apiserver writes it: its items carry no kind or apiVersion of their own. */
+/**
+ * A list as kube-apiserver writes it. A typed list's items carry no kind or
+ * apiVersion of their own. A custom resource's list is an unstructured map:
+ * every key sorted, and its items keep their kind and apiVersion.
+ */
 function listJson(t: ResourceType, result: ListResult): string {
+  if (t.customResource) {
+    return goJsonList(t, { apiVersion: apiVersionOf(t) }, result.items, (o) => o, {
+      kind: t.listKind,
+      metadata: sortedListMeta(result),
+    });
+  }
   return goJsonList(
     t,
     { kind: t.listKind, apiVersion: apiVersionOf(t), metadata: listMeta(result) },
     result.items,
     withoutTypeMeta,
+  );
+}
+
+function sortedListMeta(result: ListResult): Record<string, unknown> {
+  const meta = listMeta(result);
+  return Object.fromEntries(
+    Object.keys(meta)
+      .sort()
+      .map((k) => [k, meta[k]]),
   );
 }
 

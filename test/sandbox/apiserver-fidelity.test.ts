@@ -507,6 +507,17 @@ describe("maps are written with sorted keys, as Go's encoding/json writes them",
     assert.ok(pvc.text.includes('"requests":{"cpu":"1","storage":"1Gi"}'), pvc.text);
   });
 
+  it("an empty map is left out, as Go's omitempty does, and writing one is no change", async () => {
+    const c = await call("POST", pvcs, claim("c", { metadata: { labels: {}, annotations: {} } }));
+    assert.equal(c.status, 201);
+    assert.equal(meta(c.body).labels, undefined);
+    assert.equal(meta(c.body).annotations, undefined);
+    assert.ok(!c.text.includes('"labels"'), c.text);
+    const again = await call("PUT", `${pvcs}/c`, { ...c.body, metadata: { ...meta(c.body), labels: {} } });
+    assert.equal(again.status, 200, again.text);
+    assert.equal(meta(again.body).resourceVersion, meta(c.body).resourceVersion);
+  });
+
   it("a custom resource has every key sorted (upstream serves it from an unstructured map)", async () => {
     const res = await call("POST", "/apis/snapshot.storage.k8s.io/v1/namespaces/default/volumesnapshots", {
       apiVersion: "snapshot.storage.k8s.io/v1",
@@ -626,6 +637,25 @@ describe("lists", () => {
       assert.ok(meta(page.body).continue, query);
       assert.equal(meta(page.body).remainingItemCount, undefined, query);
     }
+  });
+
+  it("a custom resource's list is an unstructured map: keys sorted, items keep kind and apiVersion", async () => {
+    const path = "/apis/snapshot.storage.k8s.io/v1/namespaces/default/volumesnapshots";
+    for (const name of ["s1", "s2"]) {
+      await created(path, {
+        apiVersion: "snapshot.storage.k8s.io/v1",
+        kind: "VolumeSnapshot",
+        metadata: { name },
+        spec: { source: { persistentVolumeClaimName: "c" } },
+      });
+    }
+    const list = await call("GET", `${path}?limit=1`);
+    assert.deepEqual(Object.keys(list.body), ["apiVersion", "items", "kind", "metadata"]);
+    assert.equal(list.body.kind, "VolumeSnapshotList");
+    assert.deepEqual(Object.keys(meta(list.body)), ["continue", "remainingItemCount", "resourceVersion"]);
+    const [item] = list.body.items as Record<string, unknown>[];
+    assert.equal(item?.kind, "VolumeSnapshot");
+    assert.equal(item?.apiVersion, "snapshot.storage.k8s.io/v1");
   });
 
   it("deletecollection answers a list whose items carry no kind either", async () => {

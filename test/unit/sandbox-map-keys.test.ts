@@ -59,6 +59,18 @@ describe("sortMapKeys + goJson", () => {
       text: '{"metadata":{"name":"s"},"spec":{"10":2,"9":3,"b":1}}',
     },
     {
+      name: "an empty map field is left out (omitempty)",
+      t: pvcs,
+      o: { metadata: { name: "c", labels: {} }, spec: { resources: { requests: {} } } },
+      text: '{"metadata":{"name":"c"},"spec":{"resources":{}}}',
+    },
+    {
+      name: "a custom resource keeps an empty map",
+      t: snapshots,
+      o: { metadata: { labels: {} } },
+      text: '{"metadata":{"labels":{}}}',
+    },
+    {
       name: "__proto__ stays an ordinary key",
       t: pvcs,
       o: JSON.parse('{"metadata":{"labels":{"z":"1","__proto__":"2"}}}') as KubeObject,
