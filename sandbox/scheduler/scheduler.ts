@@ -219,8 +219,10 @@ function isPending(p: Pod): boolean {
   if (p.spec.nodeName || p.metadata.deletionTimestamp) return false;
   const phase = p.status?.phase;
   if (phase === "Succeeded" || phase === "Failed") return false;
-  const name = (p.spec as { schedulerName?: string }).schedulerName;
-  return name === undefined || name === schedulerName;
+  const spec = p.spec as { schedulerName?: string; schedulingGates?: unknown[] };
+  // A gated pod waits for its gates to be removed before the scheduler looks at it.
+  if (Array.isArray(spec.schedulingGates) && spec.schedulingGates.length > 0) return false;
+  return spec.schedulerName === undefined || spec.schedulerName === schedulerName;
 }
 
 function rfc3339(d: Date): string {

@@ -234,6 +234,26 @@ describe("sandbox scheduler", () => {
     assert.equal(condition(bound, "PodScheduled")?.status, "True");
   });
 
+  it("leaves gated pods and other schedulers' pods alone", async () => {
+    for (const [name, extra] of [
+      ["gated", { schedulingGates: [{ name: "example.com/wait" }] }],
+      ["not-ours", { schedulerName: "other-scheduler" }],
+    ] as const) {
+      await kube.create<Pod>(pods, {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name, namespace: "default" },
+        spec: { containers: [{ name: "app", image: "busybox" }], ...extra },
+      });
+    }
+    await sleep(1500);
+    for (const name of ["gated", "not-ours"]) {
+      const p = await getPod(name);
+      assert.equal(p.spec.nodeName, undefined, name);
+      assert.equal(condition(p, "PodScheduled"), undefined, name);
+    }
+  });
+
   it("leaves a pod whose claim does not exist Pending", async () => {
     await createPod("orphan", "no-such-claim");
     const marked = await eventually("Unschedulable", async () => {
