@@ -1,0 +1,517 @@
+// The admission function against a real kube-apiserver, as an operator
+// deploys it: certificates from `npm run certs`, the function serving HTTPS
+// on 127.0.0.1, and the webhook configurations of deploy/webhooks.yaml
+// registered with `clientConfig.url` and the `caBundle`. Then it shows, on
+// the real server, that:
+//
+//   - a claim without a class gets the default class, and our mutating
+//     webhook's own additions (storage-provisioner, finalizers);
+//   - a VolumeAttachment create is admitted (failurePolicy Fail: a webhook
+//     kube-apiserver cannot call would refuse it), and one naming no
+//     installed CSIDriver is refused by our webhook;
+//   - forbidden claim updates are denied with upstream's message, and our
+//     webhook, asked about the same update, denies it with the same words.
+//
+// kube-apiserver runs its own DefaultStorageClass, PersistentVolumeClaimResize
+// and spec validation before any webhook; the script says which of them
+// acted, so a pass is never our webhook's credit for the server's work.
+//
+// One PASS/FAIL line per check on stdout, exit 1 if any failed. Everything it
+// creates is removed again. Not part of npm test (it needs the real server):
+//
+//   bash ../shared/real-cluster/build.sh up
+//   node scripts/real-cluster-admission.ts [--kubeconfig PATH] [--driver NAME]
+
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { request as httpsRequest } from "node:https";
+import { homedir, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { parseAllDocuments } from "yaml";
+import { annBetaStorageProvisioner, annStorageProvisioner } from "../shared/binder/constants.ts";
+import { isNotFound } from "../shared/kube/api-errors.ts";
+import { loadKubeConfig } from "../shared/kube/client.ts";
+import { KubeApiError, KubeJsonClient } from "../shared/kube/json-client.ts";
+import {
+  csiDrivers,
+  mutatingWebhookConfigurations,
+  persistentVolumeClaims,
+  persistentVolumes,
+  type ResourceDescriptor,
+  storageClasses,
+  validatingWebhookConfigurations,
+  volumeAttachments,
+} from "../shared/kube/resources.ts";
+import type { KubeObject, PersistentVolumeClaim } from "../shared/kube/types.ts";
+import { provisioningFinalizer } from "../shared/provisioner/constants.ts";
+import { goParseError } from "../shared/tls/go-x509.ts";
+
+const repoRoot = resolve(fileURLToPath(new URL("..", import.meta.url)));
+const REAL_CLUSTER_KUBECONFIG = join(
+  process.env.REAL_CLUSTER_DIR ?? join(homedir(), ".cache/kube-storage-functions/real-cluster"),
+  "kubeconfig",
+);
+const CONFIG_NAME = "kube-storage-functions-admission-check";
+const NAMESPACE = "default";
+const UPSTREAM = {
+  specImmutable: "spec is immutable after creation except resources.requests",
+  noShrink: "field can not be less than previous value",
+  resize:
+    "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize",
+};
+
+interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
+const checks: Check[] = [];
+
+function record(name: string, ok: boolean, detail: string): void {
+  checks.push({ name, ok, detail });
+  process.stdout.write(`${ok ? "PASS" : "FAIL"}  ${name}\n      ${detail.replaceAll("\n", "\n      ")}\n`);
+}
+
+const say = (line: string): void => void process.stderr.write(`real-cluster-admission: ${line}\n`);
+
+function messageOf(err: unknown): string {
+  if (err instanceof KubeApiError) {
+    const body = err.body as { message?: string } | undefined;
+    return `${err.code} ${err.reason ?? ""}: ${body?.message ?? err.message}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** `npm run certs` into `dir`, files only (no KUBECONFIG: the script registers its own configurations). */
+async function makeCertificates(dir: string): Promise<{ caCert: string; cert: string }> {
+  const env = { ...process.env };
+  delete env.KUBECONFIG;
+  const code = await new Promise<number | null>((done, fail) => {
+    const child = spawn(
+      "npm",
+      ["run", "--silent", "certs", "--", "--out", dir, "--extra-sans", "127.0.0.1,localhost", "--force"],
+      { cwd: repoRoot, env, stdio: ["ignore", "ignore", "inherit"] },
+    );
+    child.on("error", fail);
+    child.on("exit", done);
+  });
+  if (code !== 0) throw new Error(`npm run certs exited with ${code}`);
+  return {
+    caCert: await readFile(join(dir, "ca.crt"), "utf8"),
+    cert: await readFile(join(dir, "tls.crt"), "utf8"),
+  };
+}
+
+/** `FUNCTION=admission npm run serve` over HTTPS on 127.0.0.1; resolves to its URL once ready. */
+async function startAdmission(
+  dir: string,
+  kubeconfig: string,
+  driver: string,
+): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ["functions/serve.ts"], {
+    cwd: repoRoot,
+    env: {
+      ...process.env,
+      FUNCTION: "admission",
+      HOST: "127.0.0.1",
+      PORT: "0",
+      KUBECONFIG: kubeconfig,
+      TLS_CERT_FILE: join(dir, "tls.crt"),
+      TLS_KEY_FILE: join(dir, "tls.key"),
+      PROVISIONER_DRIVERS: driver,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const url = await new Promise<string>((done, fail) => {
+    const timer = setTimeout(
+      () => fail(new Error("the admission function was not ready within 60 s")),
+      60_000,
+    );
+    child.on("exit", (code) => fail(new Error(`the admission function exited with ${code}`)));
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      try {
+        const ready = JSON.parse(line) as { ready?: boolean; url?: string };
+        if (ready.ready && ready.url) {
+          clearTimeout(timer);
+          done(ready.url);
+        }
+      } catch {
+        // not the ready line
+      }
+    });
+  });
+  return { url, child };
+}
+
+type WebhookConfiguration = KubeObject & {
+  webhooks: { name: string; clientConfig: Record<string, unknown> & { service?: { path?: string } } }[];
+};
+
+/** deploy/webhooks.yaml's two configurations, renamed, each webhook pointed at `url` + its path. */
+async function webhookConfigurations(url: string, caCert: string): Promise<WebhookConfiguration[]> {
+  const text = await readFile(join(repoRoot, "deploy/webhooks.yaml"), "utf8");
+  const docs = parseAllDocuments(text).map((d) => d.toJS() as KubeObject);
+  const configs = docs.filter((d) => /^(Mutating|Validating)WebhookConfiguration$/.test(d.kind ?? ""));
+  if (configs.length !== 2) throw new Error("deploy/webhooks.yaml: expected two webhook configurations");
+  return configs.map((c) => {
+    const config = c as WebhookConfiguration;
+    return {
+      ...config,
+      metadata: { name: CONFIG_NAME, labels: { "app.kubernetes.io/part-of": "kube-storage-functions" } },
+      webhooks: config.webhooks.map((w) => ({
+        ...w,
+        clientConfig: {
+          url: `${url}${w.clientConfig.service?.path ?? "/"}`,
+          caBundle: Buffer.from(caCert).toString("base64"),
+        },
+      })),
+    };
+  });
+}
+
+/** One AdmissionReview straight to our function, verified against our CA: its answer. */
+function askFunction(
+  url: string,
+  caCert: string,
+  path: string,
+  review: object,
+): Promise<{ allowed: boolean; status?: { code?: number; message?: string } }> {
+  return new Promise((done, fail) => {
+    const body = JSON.stringify(review);
+    const req = httpsRequest(
+      `${url}${path}`,
+      { method: "POST", ca: caCert, headers: { "content-type": "application/json" } },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => {
+          text += chunk;
+        });
+        res.on("end", () => {
+          try {
+            done((JSON.parse(text) as { response: { allowed: boolean } }).response);
+          } catch {
+            fail(new Error(`${path} answered ${res.statusCode}: ${text.slice(0, 300)}`));
+          }
+        });
+      },
+    );
+    req.on("error", fail);
+    req.end(body);
+  });
+}
+
+function claimUpdateReview(next: PersistentVolumeClaim, old: PersistentVolumeClaim): object {
+  const kind = { group: "", version: "v1", kind: "PersistentVolumeClaim" };
+  const resource = { group: "", version: "v1", resource: "persistentvolumeclaims" };
+  return {
+    kind: "AdmissionReview",
+    apiVersion: "admission.k8s.io/v1",
+    request: {
+      uid: randomUUID(),
+      kind,
+      resource,
+      requestKind: kind,
+      requestResource: resource,
+      name: old.metadata.name,
+      namespace: old.metadata.namespace,
+      operation: "UPDATE",
+      userInfo: { username: "real-cluster-admission" },
+      object: next,
+      oldObject: old,
+      dryRun: false,
+      options: { kind: "UpdateOptions", apiVersion: "meta.k8s.io/v1" },
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      kubeconfig: { type: "string" },
+      driver: { type: "string" },
+    },
+  });
+  const kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG ?? REAL_CLUSTER_KUBECONFIG;
+  const driver = values.driver ?? "hostpath.csi.k8s.io";
+  const kube = new KubeJsonClient(loadKubeConfig({ KUBECONFIG: kubeconfig }));
+  const suffix = randomBytes(3).toString("hex");
+  const names = {
+    class: `ksf-check-default-${suffix}`,
+    claim: `ksf-check-claim-${suffix}`,
+    volume: `ksf-check-pv-${suffix}`,
+    attachment: `ksf-check-va-${suffix}`,
+  };
+  const created: [ResourceDescriptor, string, string | undefined][] = [];
+  const dir = await mkdtemp(join(tmpdir(), "ksf-admission-check-"));
+  let fn: { url: string; child: ChildProcess } | undefined;
+  try {
+    const defaults = (await kube.list<KubeObject>(storageClasses)).items.filter(
+      (c) =>
+        c.metadata.annotations?.["storageclass.kubernetes.io/is-default-class"] === "true" ||
+        c.metadata.annotations?.["storageclass.beta.kubernetes.io/is-default-class"] === "true",
+    );
+    if (defaults.length > 0)
+      throw new Error(
+        `the cluster already has a default StorageClass (${defaults.map((c) => c.metadata.name).join(", ")}); a second one makes kube-apiserver 1.20 refuse class-less claims, so the check needs a cluster without one`,
+      );
+
+    say(`certificates: npm run certs -- --out ${dir}`);
+    const certs = await makeCertificates(dir);
+    const refusedBy = goParseError(certs.caCert) ?? goParseError(certs.cert);
+    record(
+      "the certificates of npm run certs pass Go's x509 parser",
+      refusedBy === undefined,
+      refusedBy ??
+        "ca.crt and tls.crt parse under Go's rules (kube-apiserver's own TLS client is the real test below)",
+    );
+
+    fn = await startAdmission(dir, kubeconfig, driver);
+    say(`admission function ready at ${fn.url}`);
+
+    await kube.create(storageClasses, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: names.class, annotations: { "storageclass.kubernetes.io/is-default-class": "true" } },
+      provisioner: driver,
+      reclaimPolicy: "Delete",
+      volumeBindingMode: "Immediate",
+      allowVolumeExpansion: false,
+    } as KubeObject);
+    created.push([storageClasses, names.class, undefined]);
+    let driverCreated = false;
+    try {
+      await kube.get(csiDrivers, driver);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      await kube.create(csiDrivers, {
+        apiVersion: "storage.k8s.io/v1",
+        kind: "CSIDriver",
+        metadata: { name: driver },
+        spec: { attachRequired: true },
+      } as KubeObject);
+      created.push([csiDrivers, driver, undefined]);
+      driverCreated = true;
+    }
+    say(`StorageClass ${names.class} (default)${driverCreated ? `, CSIDriver ${driver}` : ""} created`);
+
+    const classless = (name: string): PersistentVolumeClaim => ({
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name, namespace: NAMESPACE },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    });
+    // Before our webhooks exist: does kube-apiserver's own DefaultStorageClass plugin set the class?
+    const plain = await kube.create(persistentVolumeClaims, classless(`${names.claim}-probe`), {
+      dryRun: true,
+    });
+    const builtInDefault = plain.spec.storageClassName === names.class;
+
+    for (const config of await webhookConfigurations(fn.url, certs.caCert)) {
+      const r =
+        config.kind === "MutatingWebhookConfiguration"
+          ? mutatingWebhookConfigurations
+          : validatingWebhookConfigurations;
+      await kube.delete(r, CONFIG_NAME).catch((err) => {
+        if (!isNotFound(err)) throw err;
+      });
+      await kube.create(r, config);
+      created.unshift([r, CONFIG_NAME, undefined]);
+    }
+    // kube-apiserver picks configurations up from a watch: wait until a dry run shows our mutation.
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const dry = await kube.create(persistentVolumeClaims, classless(`${names.claim}-probe`), {
+        dryRun: true,
+      });
+      if (dry.metadata.annotations?.[annStorageProvisioner] !== undefined) break;
+      if (Date.now() > deadline)
+        throw new Error("kube-apiserver did not call the mutating webhook within 15 s");
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    say(`webhook configurations ${CONFIG_NAME} registered (url + caBundle)`);
+
+    // 1. The default class, and what only our webhook adds at creation.
+    const claim = await kube.create(persistentVolumeClaims, classless(names.claim));
+    created.unshift([persistentVolumeClaims, names.claim, NAMESPACE]);
+    const ours = {
+      class: claim.spec.storageClassName,
+      provisioner: claim.metadata.annotations?.[annStorageProvisioner],
+      betaProvisioner: claim.metadata.annotations?.[annBetaStorageProvisioner],
+      finalizers: claim.metadata.finalizers ?? [],
+    };
+    record(
+      "a claim without a class gets the default class; our mutating webhook ran on it",
+      ours.class === names.class &&
+        ours.provisioner === driver &&
+        ours.betaProvisioner === driver &&
+        ours.finalizers.includes(provisioningFinalizer),
+      `spec.storageClassName=${ours.class}, storage-provisioner=${ours.provisioner}, finalizers=${ours.finalizers.join(",")}\n` +
+        (builtInDefault
+          ? "kube-apiserver's own DefaultStorageClass plugin is enabled and runs before webhooks: it set the class (a dry run without our webhooks got it too); the storage-provisioner annotations and our finalizer come from our webhook"
+          : "kube-apiserver's DefaultStorageClass plugin is off (a dry run without our webhooks got no class): the class came from our webhook"),
+    );
+
+    // 2. VolumeAttachments: failurePolicy Fail, so admitted means kube-apiserver called us and we said yes.
+    const attachment = (name: string, attacher: string): KubeObject =>
+      ({
+        apiVersion: "storage.k8s.io/v1",
+        kind: "VolumeAttachment",
+        metadata: { name },
+        spec: { attacher, nodeName: "ksf-check-node", source: { persistentVolumeName: names.volume } },
+      }) as KubeObject;
+    try {
+      await kube.create(volumeAttachments, attachment(names.attachment, driver));
+      created.unshift([volumeAttachments, names.attachment, undefined]);
+      record(
+        "a VolumeAttachment create is admitted (webhook failurePolicy Fail)",
+        true,
+        `volumeattachment ${names.attachment} created, attacher ${driver}`,
+      );
+    } catch (err) {
+      record("a VolumeAttachment create is admitted (webhook failurePolicy Fail)", false, messageOf(err));
+    }
+    const unknown = `not-installed-${suffix}.csi.example.com`;
+    try {
+      await kube.create(volumeAttachments, attachment(`${names.attachment}-unknown`, unknown));
+      created.unshift([volumeAttachments, `${names.attachment}-unknown`, undefined]);
+      record(
+        "a VolumeAttachment for a driver that is not installed is refused by our webhook",
+        false,
+        "it was created",
+      );
+    } catch (err) {
+      const text = messageOf(err);
+      record(
+        "a VolumeAttachment for a driver that is not installed is refused by our webhook",
+        text.includes(
+          'admission webhook "volumeattachments.validate.storage.kube-storage-functions.io" denied the request',
+        ) && text.includes(`no CSIDriver named "${unknown}" exists`),
+        text,
+      );
+    }
+
+    // 3. Forbidden claim updates: denied by the server with upstream's words, and by our webhook alike.
+    const forbidden = async (
+      name: string,
+      change: (c: PersistentVolumeClaim) => void,
+      upstream: string,
+    ): Promise<void> => {
+      const old = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, names.claim, NAMESPACE);
+      const next = structuredClone(old);
+      change(next);
+      let denial: string | undefined;
+      try {
+        await kube.replace(persistentVolumeClaims, next);
+      } catch (err) {
+        denial = messageOf(err);
+      }
+      const verdict = await askFunction(
+        fn!.url,
+        certs.caCert,
+        "/validate/persistentvolumeclaims",
+        claimUpdateReview(next, old),
+      );
+      const byWebhook = denial?.includes("admission webhook") === true;
+      record(
+        name,
+        denial?.includes(upstream) === true &&
+          !verdict.allowed &&
+          (verdict.status?.message ?? "").includes(upstream),
+        `kube-apiserver: ${denial ?? "ALLOWED"}\n` +
+          `  (denied by ${byWebhook ? "our webhook" : "kube-apiserver itself, before any validating webhook"})\n` +
+          `our webhook, asked the same: ${verdict.allowed ? "ALLOWED" : `${verdict.status?.code} ${verdict.status?.message}`}`,
+      );
+    };
+    await forbidden(
+      "changing spec.storageClassName of a claim is denied with upstream's message",
+      (c) => {
+        c.spec.storageClassName = `${names.class}-other`;
+      },
+      UPSTREAM.specImmutable,
+    );
+
+    // Bind it by hand (no controllers run here): a PV, spec.volumeName once, status Bound.
+    await kube.create(persistentVolumes, {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: { name: names.volume },
+      spec: {
+        capacity: { storage: "1Gi" },
+        accessModes: ["ReadWriteOnce"],
+        persistentVolumeReclaimPolicy: "Retain",
+        storageClassName: names.class,
+        claimRef: { namespace: NAMESPACE, name: names.claim, uid: claim.metadata.uid },
+        csi: { driver, volumeHandle: names.volume },
+      },
+    } as KubeObject);
+    created.unshift([persistentVolumes, names.volume, undefined]);
+    await kube.patch(
+      persistentVolumeClaims,
+      names.claim,
+      NAMESPACE,
+      { spec: { volumeName: names.volume } },
+      "merge",
+    );
+    await kube.patch(
+      persistentVolumeClaims,
+      names.claim,
+      NAMESPACE,
+      { status: { phase: "Bound", accessModes: ["ReadWriteOnce"], capacity: { storage: "1Gi" } } },
+      "merge",
+      { subresource: "status" },
+    );
+    const setSize = (size: string) => (c: PersistentVolumeClaim) => {
+      c.spec.resources = { ...c.spec.resources, requests: { ...c.spec.resources?.requests, storage: size } };
+    };
+    await forbidden(
+      "shrinking a bound claim is denied with upstream's message",
+      setSize("500Mi"),
+      UPSTREAM.noShrink,
+    );
+    await forbidden(
+      "growing a bound claim whose class does not allow expansion is denied with upstream's message",
+      setSize("2Gi"),
+      UPSTREAM.resize,
+    );
+  } catch (err) {
+    record("the check ran to the end", false, messageOf(err));
+  } finally {
+    for (const [r, name, namespace] of created) {
+      try {
+        if (r === persistentVolumeClaims || r === persistentVolumes)
+          await kube.patch(r, name, namespace, { metadata: { finalizers: null } }, "merge");
+        await kube.delete(r, name, namespace);
+      } catch (err) {
+        if (!isNotFound(err)) say(`cleanup: ${r.kind} ${name}: ${messageOf(err)}`);
+      }
+    }
+    if (fn !== undefined && fn.child.exitCode === null) {
+      const exited = new Promise((done) => fn!.child.once("exit", done));
+      fn.child.kill("SIGTERM");
+      await Promise.race([exited, new Promise((done) => setTimeout(done, 15_000))]);
+    }
+    await kube.close();
+    await rm(dir, { recursive: true, force: true });
+    say(`cleaned up ${created.length} objects`);
+  }
+  const failed = checks.filter((c) => !c.ok);
+  process.stdout.write(
+    `${failed.length === 0 ? "ALL PASSED" : `${failed.length} FAILED`}: ${checks.length - failed.length}/${checks.length} checks\n`,
+  );
+  process.exitCode = failed.length === 0 ? 0 : 1;
+}
+
+try {
+  await main();
+} catch (err) {
+  say(
+    `failed before any check: ${messageOf(err)} (is the server up? bash ../shared/real-cluster/build.sh up)`,
+  );
+  process.exitCode = 1;
+}
