@@ -76,6 +76,12 @@ function record(name: string, ok: boolean, detail: string): void {
   process.stdout.write(`${ok ? "PASS" : "FAIL"}  ${name}\n      ${detail.replaceAll("\n", "\n      ")}\n`);
 }
 
+const USAGE = "usage: node scripts/real-cluster-admission.ts [--kubeconfig PATH] [--driver NAME]";
+
+class UsageError extends Error {
+  override name = "UsageError";
+}
+
 const say = (line: string): void => void process.stderr.write(`real-cluster-admission: ${line}\n`);
 
 function messageOf(err: unknown): string {
@@ -231,12 +237,12 @@ function claimUpdateReview(next: PersistentVolumeClaim, old: PersistentVolumeCla
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      kubeconfig: { type: "string" },
-      driver: { type: "string" },
-    },
-  });
+  let values: { kubeconfig?: string; driver?: string };
+  try {
+    values = parseArgs({ options: { kubeconfig: { type: "string" }, driver: { type: "string" } } }).values;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   const kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG ?? REAL_CLUSTER_KUBECONFIG;
   const driver = values.driver ?? "hostpath.csi.k8s.io";
   const kube = new KubeJsonClient(loadKubeConfig({ KUBECONFIG: kubeconfig }));
@@ -510,8 +516,13 @@ async function main(): Promise<void> {
 try {
   await main();
 } catch (err) {
-  say(
-    `failed before any check: ${messageOf(err)} (is the server up? bash ../shared/real-cluster/build.sh up)`,
-  );
-  process.exitCode = 1;
+  if (err instanceof UsageError) {
+    say(`${err.message}\n${USAGE}`);
+    process.exitCode = 2;
+  } else {
+    say(
+      `failed before any check: ${messageOf(err)} (is the server up? bash ../shared/real-cluster/build.sh up)`,
+    );
+    process.exitCode = 1;
+  }
 }
