@@ -1,6 +1,7 @@
 // Starts the embedded sandbox, a small cluster: the API server, the CSI
 // driver (its controller plus one node plugin per node), the cluster's
-// nodes, a scheduler and one kubelet per node; and writes its kubeconfig.
+// nodes, a scheduler, one kubelet per node and a pod garbage collector; and
+// writes its kubeconfig.
 // Shared by `npm run sandbox`, `npm start` and the tests.
 import { join, resolve } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -8,6 +9,7 @@ import { type ApiServerHandle, startApiServer } from "./apiserver/server.ts";
 import { type CsiDriverHandle, type StartCsiDriverOptions, startCsiDriver } from "./csi/server.ts";
 import { writeSandboxKubeconfig } from "./kubeconfig.ts";
 import { type KubeletStep, kubeletRootDir, SandboxKubelet } from "./kubelet/kubelet.ts";
+import { SandboxPodGc } from "./podgc/podgc.ts";
 import { SandboxScheduler } from "./scheduler/scheduler.ts";
 
 export type { KubeletStep } from "./kubelet/kubelet.ts";
@@ -29,6 +31,11 @@ export interface SandboxOptions {
    * would finish a graceful deletion.
    */
   kubelets?: boolean;
+  /**
+   * Run the pod garbage collector (force deletes pods on out-of-service or
+   * vanished nodes); default: when kubelets run.
+   */
+  podGc?: boolean;
   /** Every step a kubelet takes (volumesInUse, stage, publish, pod Running, ...). */
   onKubeletStep?: (step: KubeletStep) => void;
 }
@@ -42,6 +49,7 @@ export interface Sandbox {
   nodeNames: string[];
   scheduler: SandboxScheduler | undefined;
   kubelets: SandboxKubelet[];
+  podGc: SandboxPodGc | undefined;
   close(): Promise<void>;
 }
 
@@ -81,17 +89,18 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
           }),
       )
     : [];
+  const podGc = (options.podGc ?? runKubelets) ? new SandboxPodGc({ kubeConfig }) : undefined;
   const close = async (): Promise<void> => {
-    await Promise.all([scheduler?.stop(), ...kubelets.map((k) => k.stop())]);
+    await Promise.all([scheduler?.stop(), podGc?.stop(), ...kubelets.map((k) => k.stop())]);
     await Promise.all([csi.close(), apiServer.close()]);
   };
   try {
-    await Promise.all([scheduler?.start(), ...kubelets.map((k) => k.start())]);
+    await Promise.all([scheduler?.start(), podGc?.start(), ...kubelets.map((k) => k.start())]);
   } catch (err) {
     await close();
     throw err;
   }
-  return { apiServer, kubeconfigPath, csi, nodeNames, scheduler, kubelets, close };
+  return { apiServer, kubeconfigPath, csi, nodeNames, scheduler, kubelets, podGc, close };
 }
 
 /**

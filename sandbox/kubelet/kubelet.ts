@@ -183,6 +183,8 @@ export class SandboxKubelet {
   private async pass(): Promise<void> {
     const node = this.cache.get<Node>(nodes, this.nodeName);
     if (!node || !this.csi) return;
+    // A node marked not Ready stands for a node that is down: its kubelet does nothing until it is back.
+    if (!node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) return;
     const here = this.cache.list<Pod>(pods).filter((p) => p.spec.nodeName === this.nodeName);
     const byUid = new Map(here.map((p) => [p.metadata.uid ?? "", p]));
     const active = here.filter((p) => !p.metadata.deletionTimestamp && !isFinished(p));

@@ -296,6 +296,36 @@ describe("sandbox kubelet", () => {
     await eventually("pod gone", async () => ((await getPod("app-4")) === undefined ? true : undefined));
   });
 
+  it("does nothing while its node is not Ready (a node that is down), and carries on once it is", async () => {
+    const setReady = async (status: string) => {
+      const n = await kube.get<Node>(nodes, "sandbox-node");
+      const conditions = (n.status?.conditions ?? []).map((c) => (c.type === "Ready" ? { ...c, status } : c));
+      await kube.replace(nodes, { ...n, status: { ...n.status, conditions } }, { subresource: "status" });
+    };
+    await setReady("False");
+    try {
+      await kube.create<Pod>(pods, {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "app-5", namespace: "default" },
+        spec: { nodeName: "sandbox-node", containers: [{ name: "app", image: "busybox" }] },
+      });
+      await sleep(800);
+      assert.equal(
+        (await getPod("app-5"))?.status?.containerStatuses,
+        undefined,
+        "no kubelet wrote a status",
+      );
+    } finally {
+      await setReady("True");
+    }
+    await eventually("Running", async () =>
+      (await getPod("app-5"))?.status?.phase === "Running" ? true : undefined,
+    );
+    await kube.delete(pods, "app-5", "default");
+    await eventually("pod gone", async () => ((await getPod("app-5")) === undefined ? true : undefined));
+  });
+
   it("keeps a pod whose claim is not bound in ContainerCreating, with nothing in use", async () => {
     await kube.create<PersistentVolumeClaim>(persistentVolumeClaims, {
       apiVersion: "v1",
