@@ -21,11 +21,17 @@
 //
 //   bash ../shared/real-cluster/build.sh up
 //   node scripts/real-cluster-admission.ts [--kubeconfig PATH] [--driver NAME]
+//
+// --private-apiserver runs the checks on a kube-apiserver of its own, made
+// from the same binaries and PKI, with DefaultStorageClass and
+// PersistentVolumeClaimResize off: there our webhooks alone give the default
+// class and refuse a resize the class does not allow.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { request as httpsRequest } from "node:https";
+import { createServer } from "node:net";
 import { homedir, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -51,10 +57,9 @@ import { provisioningFinalizer } from "../shared/provisioner/constants.ts";
 import { goParseError } from "../shared/tls/go-x509.ts";
 
 const repoRoot = resolve(fileURLToPath(new URL("..", import.meta.url)));
-const REAL_CLUSTER_KUBECONFIG = join(
-  process.env.REAL_CLUSTER_DIR ?? join(homedir(), ".cache/kube-storage-functions/real-cluster"),
-  "kubeconfig",
-);
+const REAL_CLUSTER_DIR =
+  process.env.REAL_CLUSTER_DIR ?? join(homedir(), ".cache/kube-storage-functions/real-cluster");
+const REAL_CLUSTER_KUBECONFIG = join(REAL_CLUSTER_DIR, "kubeconfig");
 const CONFIG_NAME = "kube-storage-functions-admission-check";
 const NAMESPACE = "default";
 const UPSTREAM = {
@@ -76,7 +81,8 @@ function record(name: string, ok: boolean, detail: string): void {
   process.stdout.write(`${ok ? "PASS" : "FAIL"}  ${name}\n      ${detail.replaceAll("\n", "\n      ")}\n`);
 }
 
-const USAGE = "usage: node scripts/real-cluster-admission.ts [--kubeconfig PATH] [--driver NAME]";
+const USAGE =
+  "usage: node scripts/real-cluster-admission.ts [--kubeconfig PATH | --private-apiserver] [--driver NAME]";
 
 class UsageError extends Error {
   override name = "UsageError";
@@ -236,17 +242,171 @@ function claimUpdateReview(next: PersistentVolumeClaim, old: PersistentVolumeCla
   };
 }
 
+/** A kube-apiserver of our own, started from the real cluster's binaries and PKI. */
+interface PrivateApiServer {
+  kubeconfig: string;
+  stop(): Promise<void>;
+}
+
+// The built-in plugins that do what our webhooks do; off, the webhooks are the only ones doing it.
+const PLUGINS_OFF = "ServiceAccount,DefaultStorageClass,PersistentVolumeClaimResize";
+
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.on("error", fail);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
+}
+
+function readyz(port: number, ca: string, token: string): Promise<boolean> {
+  return new Promise((done) => {
+    const req = httpsRequest(
+      { host: "127.0.0.1", port, path: "/readyz", ca, headers: { authorization: `Bearer ${token}` } },
+      (res) => {
+        res.resume();
+        done(res.statusCode === 200);
+      },
+    );
+    req.on("error", () => done(false));
+    req.end();
+  });
+}
+
+/**
+ * kube-apiserver v1.20.2 as ../shared/real-cluster/build.sh runs it (same
+ * etcd, PKI and token), on a free port and its own etcd prefix, with
+ * DefaultStorageClass and PersistentVolumeClaimResize off: what an operator
+ * relying on our webhooks instead of those plugins runs. Its etcd keys are
+ * deleted again by stop().
+ */
+async function startPrivateApiServer(dir: string, suffix: string): Promise<PrivateApiServer> {
+  const bin = join(REAL_CLUSTER_DIR, "bin");
+  const pki = join(REAL_CLUSTER_DIR, "pki");
+  const port = await freePort();
+  const prefix = `/ksf-admission-check-${suffix}`;
+  const ca = await readFile(join(pki, "ca.crt"), "utf8");
+  const token = (await readFile(join(pki, "tokens.csv"), "utf8")).split(",")[0]?.trim() ?? "";
+  await mkdir(join(dir, "apiserver-certs"), { recursive: true });
+  const log = join(dir, "apiserver.log");
+  const child = spawn(
+    join(bin, "kube-apiserver"),
+    [
+      "--etcd-servers=http://127.0.0.1:2379",
+      `--etcd-prefix=${prefix}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${port}`,
+      "--insecure-port=0",
+      "--advertise-address=127.0.0.1",
+      "--endpoint-reconciler-type=none",
+      `--tls-cert-file=${join(pki, "apiserver.crt")}`,
+      `--tls-private-key-file=${join(pki, "apiserver.key")}`,
+      `--client-ca-file=${join(pki, "ca.crt")}`,
+      `--token-auth-file=${join(pki, "tokens.csv")}`,
+      "--authorization-mode=RBAC",
+      "--anonymous-auth=false",
+      `--service-account-key-file=${join(pki, "sa.pub")}`,
+      `--service-account-signing-key-file=${join(pki, "sa.key")}`,
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      "--service-cluster-ip-range=10.0.0.0/24",
+      `--cert-dir=${join(dir, "apiserver-certs")}`,
+      `--disable-admission-plugins=${PLUGINS_OFF}`,
+      "--v=1",
+    ],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  const lines: string[] = [];
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    lines.push(line);
+    if (lines.length > 200) lines.shift();
+  });
+  const exited = new Promise<void>((done) => child.once("exit", () => done()));
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null) {
+      child.kill("SIGTERM");
+      await Promise.race([exited, new Promise((done) => setTimeout(done, 20_000))]);
+    }
+    await writeFile(log, lines.join("\n"));
+    const etcdctl = spawn(join(bin, "etcdctl"), ["--endpoints=127.0.0.1:2379", "del", "--prefix", prefix], {
+      env: { ...process.env, ETCDCTL_API: "3" },
+      stdio: "ignore",
+    });
+    await new Promise((done) => etcdctl.once("exit", done));
+  };
+  const deadline = Date.now() + 120_000;
+  while (!(await readyz(port, ca, token))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop();
+      throw new Error(
+        `the private kube-apiserver did not become ready; its last words: ${lines.slice(-5).join(" | ")}`,
+      );
+    }
+    await new Promise((done) => setTimeout(done, 500));
+  }
+  const kubeconfig = join(dir, "kubeconfig");
+  await writeFile(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      "current-context": "private",
+      clusters: [
+        {
+          name: "private",
+          cluster: { server: `https://127.0.0.1:${port}`, "certificate-authority": join(pki, "ca.crt") },
+        },
+      ],
+      users: [{ name: "admin", user: { token } }],
+      contexts: [{ name: "private", context: { cluster: "private", user: "admin", namespace: NAMESPACE } }],
+    }),
+    { mode: 0o600 },
+  );
+  say(
+    `private kube-apiserver on https://127.0.0.1:${port} (etcd prefix ${prefix}), plugins off: ${PLUGINS_OFF}`,
+  );
+  return { kubeconfig, stop };
+}
+
 async function main(): Promise<void> {
-  let values: { kubeconfig?: string; driver?: string };
+  let values: { kubeconfig?: string; driver?: string; "private-apiserver"?: boolean };
   try {
-    values = parseArgs({ options: { kubeconfig: { type: "string" }, driver: { type: "string" } } }).values;
+    values = parseArgs({
+      options: {
+        kubeconfig: { type: "string" },
+        driver: { type: "string" },
+        "private-apiserver": { type: "boolean" },
+      },
+    }).values;
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const kubeconfig = values.kubeconfig ?? process.env.KUBECONFIG ?? REAL_CLUSTER_KUBECONFIG;
-  const driver = values.driver ?? "hostpath.csi.k8s.io";
-  const kube = new KubeJsonClient(loadKubeConfig({ KUBECONFIG: kubeconfig }));
   const suffix = randomBytes(3).toString("hex");
+  const dir = await mkdtemp(join(tmpdir(), "ksf-admission-check-"));
+  let server: PrivateApiServer | undefined;
+  try {
+    if (values["private-apiserver"]) server = await startPrivateApiServer(dir, suffix);
+    await runChecks(
+      server?.kubeconfig ?? values.kubeconfig ?? process.env.KUBECONFIG ?? REAL_CLUSTER_KUBECONFIG,
+      values.driver ?? "hostpath.csi.k8s.io",
+      suffix,
+      dir,
+    );
+  } finally {
+    await server?.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+  const failed = checks.filter((c) => !c.ok);
+  process.stdout.write(
+    `${failed.length === 0 ? "ALL PASSED" : `${failed.length} FAILED`}: ${checks.length - failed.length}/${checks.length} checks\n`,
+  );
+  process.exitCode = failed.length === 0 ? 0 : 1;
+}
+
+async function runChecks(kubeconfig: string, driver: string, suffix: string, dir: string): Promise<void> {
+  const kube = new KubeJsonClient(loadKubeConfig({ KUBECONFIG: kubeconfig }));
   const names = {
     class: `ksf-check-default-${suffix}`,
     claim: `ksf-check-claim-${suffix}`,
@@ -254,7 +414,6 @@ async function main(): Promise<void> {
     attachment: `ksf-check-va-${suffix}`,
   };
   const created: [ResourceDescriptor, string, string | undefined][] = [];
-  const dir = await mkdtemp(join(tmpdir(), "ksf-admission-check-"));
   let fn: { url: string; child: ChildProcess } | undefined;
   try {
     const defaults = (await kube.list<KubeObject>(storageClasses)).items.filter(
@@ -503,14 +662,8 @@ async function main(): Promise<void> {
       await Promise.race([exited, new Promise((done) => setTimeout(done, 15_000))]);
     }
     await kube.close();
-    await rm(dir, { recursive: true, force: true });
     say(`cleaned up ${created.length} objects`);
   }
-  const failed = checks.filter((c) => !c.ok);
-  process.stdout.write(
-    `${failed.length === 0 ? "ALL PASSED" : `${failed.length} FAILED`}: ${checks.length - failed.length}/${checks.length} checks\n`,
-  );
-  process.exitCode = failed.length === 0 ? 0 : 1;
 }
 
 try {
