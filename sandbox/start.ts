@@ -5,12 +5,15 @@
 // Shared by `npm run sandbox`, `npm start` and the tests.
 import { join, resolve } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
+import { KubeJsonClient } from "../shared/kube/json-client.ts";
+import { createLogger } from "../shared/log.ts";
 import { type ApiServerHandle, startApiServer } from "./apiserver/server.ts";
+import { WatchCache } from "./cluster/watch-cache.ts";
 import { type CsiDriverHandle, type StartCsiDriverOptions, startCsiDriver } from "./csi/server.ts";
 import { writeSandboxKubeconfig } from "./kubeconfig.ts";
-import { type KubeletStep, kubeletRootDir, SandboxKubelet } from "./kubelet/kubelet.ts";
-import { SandboxPodGc } from "./podgc/podgc.ts";
-import { SandboxScheduler } from "./scheduler/scheduler.ts";
+import { type KubeletStep, kubeletKinds, kubeletRootDir, SandboxKubelet } from "./kubelet/kubelet.ts";
+import { podGcKinds, SandboxPodGc } from "./podgc/podgc.ts";
+import { SandboxScheduler, schedulerKinds } from "./scheduler/scheduler.ts";
 
 export type { KubeletStep } from "./kubelet/kubelet.ts";
 
@@ -75,7 +78,23 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
 
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kubeconfigPath);
-  const scheduler = (options.scheduler ?? true) ? new SandboxScheduler({ kubeConfig }) : undefined;
+  const runScheduler = options.scheduler ?? true;
+  const runPodGc = options.podGc ?? runKubelets;
+  // One watch per kind for all of them, as a shared informer factory would give: the
+  // sandbox's own API server serves every watch, and the benches run on it.
+  const kinds = new Set([
+    ...(runScheduler ? schedulerKinds : []),
+    ...(runKubelets ? kubeletKinds : []),
+    ...(runPodGc ? podGcKinds : []),
+  ]);
+  const cacheClient = new KubeJsonClient(kubeConfig, { userAgent: "sandbox-informers" });
+  const cache = new WatchCache({
+    kubeConfig,
+    json: cacheClient,
+    resources: [...kinds],
+    log: createLogger({ name: "sandbox-informers", level: "warn" }),
+  });
+  const scheduler = runScheduler ? new SandboxScheduler({ kubeConfig, cache }) : undefined;
   const kubelets = runKubelets
     ? nodeNames.map(
         (node, i) =>
@@ -85,13 +104,16 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
             csiEndpoint: csi.nodeEndpoints[node]!,
             rootDir: kubeletRootDir(dir, node),
             podIpPrefix: `10.244.${i + 1}`,
+            cache,
             ...(options.onKubeletStep ? { onStep: options.onKubeletStep } : {}),
           }),
       )
     : [];
-  const podGc = (options.podGc ?? runKubelets) ? new SandboxPodGc({ kubeConfig }) : undefined;
+  const podGc = runPodGc ? new SandboxPodGc({ kubeConfig, cache }) : undefined;
   const close = async (): Promise<void> => {
     await Promise.all([scheduler?.stop(), podGc?.stop(), ...kubelets.map((k) => k.stop())]);
+    await cache.stop();
+    await cacheClient.close();
     await Promise.all([csi.close(), apiServer.close()]);
   };
   try {

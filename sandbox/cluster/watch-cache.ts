@@ -1,6 +1,7 @@
-// What the sandbox's scheduler and kubelets see of the cluster: a list +
-// watch copy of the kinds each needs (KindWatcher, which restarts itself),
-// and a callback on every change so they react as informer handlers would.
+// What the sandbox's scheduler, kubelets and pod gc see of the cluster: a
+// list + watch copy of the kinds they need (KindWatcher, which restarts
+// itself), and callbacks on every change so they react as informer handlers
+// would. One copy can serve them all, as a shared informer factory does.
 // Reads may lag the API by a watch event; every write they make is
 // conditional, so a stale read costs a 409 and another pass, never a wrong write.
 import type { KubeConfig } from "@kubernetes/client-node";
@@ -15,9 +16,9 @@ export interface WatchCacheOptions {
   json: KubeJsonClient;
   resources: readonly ResourceDescriptor[];
   log: Logger;
-  /** Called after every change to any watched kind. */
-  onChange(resource: ResourceDescriptor, object: KubeObject): void;
 }
+
+export type ChangeListener = (resource: ResourceDescriptor, object: KubeObject) => void;
 
 function keyOf(o: KubeObject): string {
   return o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name}` : o.metadata.name;
@@ -26,6 +27,8 @@ function keyOf(o: KubeObject): string {
 export class WatchCache {
   private readonly watchers: KindWatcher[] = [];
   private readonly objects = new Map<ResourceDescriptor, Map<string, KubeObject>>();
+  private readonly listeners = new Set<ChangeListener>();
+  private started = false;
 
   constructor(options: WatchCacheOptions) {
     for (const resource of options.resources) {
@@ -40,14 +43,28 @@ export class WatchCache {
           onChange: (action, object) => {
             if (action === "delete") byKey.delete(keyOf(object));
             else byKey.set(keyOf(object), object);
-            options.onChange(resource, object);
+            for (const listener of this.listeners) listener(resource, object);
           },
         }),
       );
     }
   }
 
+  /** Calls `listener` after every change to any watched kind; returns how to stop. */
+  subscribe(listener: ChangeListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Whether every kind a component needs is watched here. */
+  covers(resources: readonly ResourceDescriptor[]): boolean {
+    return resources.every((r) => this.objects.has(r));
+  }
+
+  /** Starts watching (once; later calls do nothing). */
   start(): void {
+    if (this.started) return;
+    this.started = true;
     for (const w of this.watchers) w.start();
   }
 

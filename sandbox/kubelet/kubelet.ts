@@ -22,6 +22,7 @@ import {
   persistentVolumeClaims,
   persistentVolumes,
   pods,
+  type ResourceDescriptor,
   volumeAttachments,
 } from "../../shared/kube/resources.ts";
 import type {
@@ -60,7 +61,18 @@ export interface SandboxKubeletOptions {
   resyncMs?: number;
   log?: Logger;
   onStep?: (step: KubeletStep) => void;
+  /** A watch copy shared with other components (started here, stopped by its owner); default its own. */
+  cache?: WatchCache;
 }
+
+/** What a kubelet reads. */
+export const kubeletKinds: readonly ResourceDescriptor[] = [
+  pods,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  csiDrivers,
+];
 
 interface Mount {
   volume: CsiVolumeToMount;
@@ -112,6 +124,8 @@ export class SandboxKubelet {
   private readonly backoff = new Map<string, { until: number; failures: number }>();
   /** "<pod uid> <volume>" pairs already reported as waiting for attach (reported once). */
   private readonly waitingForAttach = new Set<string>();
+  private readonly ownsCache: boolean;
+  private readonly unsubscribe: () => void;
 
   constructor(options: SandboxKubeletOptions) {
     this.options = options;
@@ -128,13 +142,18 @@ export class SandboxKubelet {
       options.resyncMs ?? 500,
       (err) => this.log.warn({ err }, "kubelet pass failed"),
     );
-    this.cache = new WatchCache({
-      kubeConfig: options.kubeConfig,
-      json: this.json,
-      resources: [pods, nodes, persistentVolumeClaims, persistentVolumes, csiDrivers],
-      log: this.log,
-      onChange: () => this.reactor.poke(),
-    });
+    this.ownsCache = options.cache === undefined;
+    this.cache =
+      options.cache ??
+      new WatchCache({
+        kubeConfig: options.kubeConfig,
+        json: this.json,
+        resources: kubeletKinds,
+        log: this.log,
+      });
+    if (!this.cache.covers(kubeletKinds))
+      throw new Error("the watch cache given to the kubelet lacks kinds it reads");
+    this.unsubscribe = this.cache.subscribe(() => this.reactor.poke());
   }
 
   /** Connects to the node plugin (learning whether it stages) and starts watching. */
@@ -151,8 +170,9 @@ export class SandboxKubelet {
   }
 
   async stop(): Promise<void> {
+    this.unsubscribe();
     await this.reactor.stop();
-    await this.cache.stop();
+    if (this.ownsCache) await this.cache.stop();
     this.csi?.close();
     await this.json.close();
   }

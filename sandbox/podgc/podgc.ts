@@ -5,7 +5,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { nodes, pods } from "../../shared/kube/resources.ts";
+import { nodes, pods, type ResourceDescriptor } from "../../shared/kube/resources.ts";
 import type { Node, Pod } from "../../shared/kube/types.ts";
 import { createLogger, type Logger } from "../../shared/log.ts";
 import { Reactor } from "../cluster/reactor.ts";
@@ -19,7 +19,12 @@ export interface SandboxPodGcOptions {
   /** How long a node must be gone before its pods are orphans; upstream 40 s. */
   quarantineMs?: number;
   log?: Logger;
+  /** A watch copy shared with other components (started here, stopped by its owner); default its own. */
+  cache?: WatchCache;
 }
+
+/** What the pod gc reads. */
+export const podGcKinds: readonly ResourceDescriptor[] = [pods, nodes];
 
 function rfc3339(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, "Z");
@@ -32,6 +37,7 @@ export class SandboxPodGc {
   private readonly log: Logger;
   private readonly quarantineMs: number;
   private readonly missingSince = new Map<string, number>();
+  private readonly ownsCache: boolean;
 
   constructor(options: SandboxPodGcOptions) {
     this.log = options.log ?? createLogger({ name: "sandbox-podgc", level: "warn" });
@@ -42,14 +48,18 @@ export class SandboxPodGc {
       options.periodMs ?? 2000,
       (err) => this.log.warn({ err }, "pod gc pass failed"),
     );
-    // Only the period drives passes, as upstream's timer does.
-    this.cache = new WatchCache({
-      kubeConfig: options.kubeConfig,
-      json: this.json,
-      resources: [pods, nodes],
-      log: this.log,
-      onChange: () => undefined,
-    });
+    // Only the period drives passes, as upstream's timer does: no change listener.
+    this.ownsCache = options.cache === undefined;
+    this.cache =
+      options.cache ??
+      new WatchCache({
+        kubeConfig: options.kubeConfig,
+        json: this.json,
+        resources: podGcKinds,
+        log: this.log,
+      });
+    if (!this.cache.covers(podGcKinds))
+      throw new Error("the watch cache given to the pod gc lacks kinds it reads");
   }
 
   async start(): Promise<void> {
@@ -59,7 +69,7 @@ export class SandboxPodGc {
 
   async stop(): Promise<void> {
     await this.reactor.stop();
-    await this.cache.stop();
+    if (this.ownsCache) await this.cache.stop();
     await this.json.close();
   }
 

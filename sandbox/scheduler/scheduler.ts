@@ -37,7 +37,19 @@ export interface SandboxSchedulerOptions {
   log?: Logger;
   /** How often every pending pod is looked at again without a change; default 1 s. */
   resyncMs?: number;
+  /** A watch copy shared with other components (started here, stopped by its owner); default its own. */
+  cache?: WatchCache;
 }
+
+/** What the scheduler reads. */
+export const schedulerKinds: readonly ResourceDescriptor[] = [
+  pods,
+  nodes,
+  csiNodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  storageClasses,
+];
 
 /** pods/<name>/binding as a collection path, so the JSON client can POST a Binding to it. */
 function bindingOf(podName: string): ResourceDescriptor {
@@ -64,6 +76,8 @@ export class SandboxScheduler {
   private readonly reactor: Reactor;
   private readonly log: Logger;
   private readonly events: EventRecorder;
+  private readonly ownsCache: boolean;
+  private readonly unsubscribe: () => void;
 
   constructor(options: SandboxSchedulerOptions) {
     this.log = options.log ?? createLogger({ name: "sandbox-scheduler", level: "warn" });
@@ -78,13 +92,18 @@ export class SandboxScheduler {
       options.resyncMs ?? 1000,
       (err) => this.log.warn({ err }, "scheduling pass failed"),
     );
-    this.cache = new WatchCache({
-      kubeConfig: options.kubeConfig,
-      json: this.json,
-      resources: [pods, nodes, csiNodes, persistentVolumeClaims, persistentVolumes, storageClasses],
-      log: this.log,
-      onChange: () => this.reactor.poke(),
-    });
+    this.ownsCache = options.cache === undefined;
+    this.cache =
+      options.cache ??
+      new WatchCache({
+        kubeConfig: options.kubeConfig,
+        json: this.json,
+        resources: schedulerKinds,
+        log: this.log,
+      });
+    if (!this.cache.covers(schedulerKinds))
+      throw new Error("the watch cache given to the scheduler lacks kinds it reads");
+    this.unsubscribe = this.cache.subscribe(() => this.reactor.poke());
   }
 
   /** Starts watching; resolves once the first lists are in. */
@@ -95,8 +114,9 @@ export class SandboxScheduler {
   }
 
   async stop(): Promise<void> {
+    this.unsubscribe();
     await this.reactor.stop();
-    await this.cache.stop();
+    if (this.ownsCache) await this.cache.stop();
     await this.json.close();
   }
 
