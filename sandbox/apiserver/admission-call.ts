@@ -105,13 +105,22 @@ interface TrustedRoots {
   roots: GoCertificate[];
 }
 
+// Every admitted write decodes its webhooks' caBundles; there are only a few distinct ones.
+const decodedBundles = new Map<string, TrustedRoots>();
+const MAX_DECODED_BUNDLES = 32;
+
 function decodeCaBundle(caBundle: string | undefined): TrustedRoots | undefined {
   if (caBundle === undefined || caBundle === "") return undefined;
+  const known = decodedBundles.get(caBundle);
+  if (known !== undefined) return known;
   const pem = Buffer.from(caBundle, "base64").toString("utf8");
   if (!pem.includes("-----BEGIN CERTIFICATE-----"))
     throw new WebhookCallError("failed to call webhook: clientConfig.caBundle holds no PEM certificate");
   // A CA Go cannot parse is not in kube-apiserver's pool either; none left trusts nothing.
-  return goRootPool(pem);
+  const trusted = goRootPool(pem);
+  if (decodedBundles.size >= MAX_DECODED_BUNDLES) decodedBundles.clear();
+  decodedBundles.set(caBundle, trusted);
+  return trusted;
 }
 
 /** OpenSSL refused the server's certificate (as opposed to a network failure). */
