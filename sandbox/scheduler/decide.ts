@@ -4,10 +4,15 @@
 // NoExecute taints, match the pod's node selector and required node
 // affinity, and the node affinity of every bound claim's PV. An unbound
 // Immediate claim holds the pod back until it is bound. An unbound
-// WaitForFirstConsumer claim is first given a node that fits its class's
-// allowedTopologies and its driver's topology keys (the selected-node
-// annotation), and the pod is bound once the claim is; a claim carrying the
-// annotation fits only that node.
+// WaitForFirstConsumer claim fits a node where an Available PV matches it
+// (the scheduler then pre-binds that PV to it, claimRef, for the binder to
+// finish), else where its class can provision: allowedTopologies and the
+// driver's topology keys (the scheduler then sets the selected-node
+// annotation). The pod is bound once its claims are; a claim carrying the
+// annotation, or a PV pre-bound to it, fits only where those point.
+
+import { findBestMatchForClaim } from "../../shared/binder/find-best-match.ts";
+import { isVolumeBoundToClaim } from "../../shared/binder/volume-helpers.ts";
 import type {
   CSINode,
   Node,
@@ -27,6 +32,8 @@ export interface SchedulingView {
   csiNodes: readonly CSINode[];
   claim(namespace: string, name: string): PersistentVolumeClaim | undefined;
   volume(name: string): PersistentVolume | undefined;
+  /** Every PV: candidates for WaitForFirstConsumer claims. */
+  volumes: readonly PersistentVolume[];
   storageClass(name: string): StorageClass | undefined;
   /** Pods bound to the node and not finished: the scheduler spreads by it. */
   podCount(node: string): number;
@@ -34,8 +41,16 @@ export interface SchedulingView {
 
 export type ScheduleDecision =
   | { action: "bind"; node: string }
-  /** Write the selected-node annotation on these claims, then wait for them to be bound. */
-  | { action: "select-node"; node: string; claims: string[] }
+  /**
+   * Pre-bind these PVs to their claims (claimRef) and write the
+   * selected-node annotation on these claims, then wait for them to be bound.
+   */
+  | {
+      action: "prebind";
+      node: string;
+      bindVolumes: { claim: string; volume: string }[];
+      selectNode: string[];
+    }
   /** The claims carry the node; the provisioner and binder have yet to bind them. */
   | { action: "wait-for-binding"; node: string; claims: string[] }
   | { action: "unschedulable"; message: string };
@@ -126,7 +141,12 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
   const namespace = pod.metadata.namespace ?? "default";
   const total = view.nodes.length;
   const bound: PersistentVolume[] = [];
-  const delayed: { name: string; claim: PersistentVolumeClaim; sc: StorageClass }[] = [];
+  const delayed: {
+    name: string;
+    claim: PersistentVolumeClaim;
+    sc: StorageClass;
+    prebound?: PersistentVolume;
+  }[] = [];
   for (const name of podClaimNames(pod)) {
     const claim = view.claim(namespace, name);
     if (!claim) return unschedulable(total, `persistentvolumeclaim "${name}" not found`);
@@ -143,8 +163,11 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
     if (sc?.volumeBindingMode !== "WaitForFirstConsumer") {
       return unschedulable(total, "pod has unbound immediate PersistentVolumeClaims");
     }
-    delayed.push({ name, claim, sc });
+    const prebound = view.volumes.find((v) => v.spec.claimRef && isVolumeBoundToClaim(v, claim));
+    delayed.push({ name, claim, sc, ...(prebound ? { prebound } : {}) });
   }
+  /** node → claim → the Available PV that would be pre-bound to it there. */
+  const staticMatches = new Map<string, Map<string, string>>();
 
   const spec = pod.spec as PodSpecView;
   const tolerations = spec.tolerations ?? [];
@@ -172,10 +195,18 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
   ];
   const node = feasible.find((n) => n === selected[0]) ?? pickNode(feasible, view);
   if (delayed.length === 0) return { action: "bind", node };
-  const unannotated = delayed
-    .filter((d) => !d.claim.metadata.annotations?.[selectedNodeAnnotation])
-    .map((d) => d.name);
-  if (unannotated.length > 0) return { action: "select-node", node, claims: unannotated };
+  const open = delayed.filter((d) => !d.prebound && !d.claim.metadata.annotations?.[selectedNodeAnnotation]);
+  if (open.length > 0) {
+    const matches = staticMatches.get(node) ?? new Map<string, string>();
+    return {
+      action: "prebind",
+      node,
+      bindVolumes: open
+        .filter((d) => matches.has(d.name))
+        .map((d) => ({ claim: d.name, volume: matches.get(d.name)! })),
+      selectNode: open.filter((d) => !matches.has(d.name)).map((d) => d.name),
+    };
+  }
   return { action: "wait-for-binding", node, claims: delayed.map((d) => d.name) };
 
   function nodeProblem(node: Node): string | undefined {
@@ -202,16 +233,37 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
         return reasons.volumeAffinity;
       }
     }
+    const chosen = new Map<string, string>();
     for (const d of delayed) {
+      if (d.prebound) {
+        if (
+          !nodeSelectorTermsMatch(d.prebound.spec.nodeAffinity?.required?.nodeSelectorTerms, nodeView(node))
+        ) {
+          return reasons.volumeAffinity;
+        }
+        continue;
+      }
       const annotated = d.claim.metadata.annotations?.[selectedNodeAnnotation];
       if (annotated) {
         if (annotated !== name) return reasons.selectedNode;
+        continue;
+      }
+      const taken = new Set(chosen.values());
+      const candidates = view.volumes.filter(
+        (v) =>
+          !taken.has(v.metadata.name) &&
+          nodeSelectorTermsMatch(v.spec.nodeAffinity?.required?.nodeSelectorTerms, nodeView(node)),
+      );
+      const match = findBestMatchForClaim(candidates, d.claim, false).volume;
+      if (match) {
+        chosen.set(d.name, match.metadata.name);
         continue;
       }
       if (d.sc.provisioner === noProvisioner) return reasons.bindConflict;
       if (!allowedTopologiesMatch(d.sc, labels)) return reasons.bindConflict;
       if (!driverFits(view, d.sc.provisioner, node)) return reasons.bindConflict;
     }
+    staticMatches.set(name, chosen);
     return undefined;
   }
 }

@@ -31,6 +31,7 @@ import { WatchCache } from "../cluster/watch-cache.ts";
 import { decidePod, type ScheduleDecision, type SchedulingView, selectedNodeAnnotation } from "./decide.ts";
 
 export const schedulerName = "default-scheduler";
+const boundByControllerAnnotation = "pv.kubernetes.io/bound-by-controller";
 
 export interface SandboxSchedulerOptions {
   kubeConfig: KubeConfig;
@@ -133,6 +134,7 @@ export class SandboxScheduler {
       csiNodes: this.cache.list<CSINode>(csiNodes),
       claim: (ns, name) => this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, ns),
       volume: (name) => this.cache.get<PersistentVolume>(persistentVolumes, name),
+      volumes: this.cache.list<PersistentVolume>(persistentVolumes),
       storageClass: (name) => this.cache.get<StorageClass>(storageClasses, name),
       podCount: (node) => (counts.get(node) ?? 0) + (assumed.get(node) ?? 0),
     };
@@ -148,7 +150,7 @@ export class SandboxScheduler {
       const decision = decidePod(pod, this.view(assumed));
       try {
         await this.act(pod, decision);
-        if (decision.action === "bind" || decision.action === "select-node") {
+        if (decision.action === "bind" || decision.action === "prebind") {
           assumed.set(decision.node, (assumed.get(decision.node) ?? 0) + 1);
         }
       } catch (err) {
@@ -183,8 +185,32 @@ export class SandboxScheduler {
           `Successfully assigned ${namespace}/${pod.metadata.name} to ${decision.node}`,
         );
         return;
-      case "select-node":
-        for (const name of decision.claims) {
+      case "prebind":
+        for (const { claim: name, volume } of decision.bindVolumes) {
+          const claim = this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace);
+          const pv = this.cache.get<PersistentVolume>(persistentVolumes, volume);
+          if (!claim || !pv) continue;
+          // As the PV controller's bind: claimRef to the claim, marked as bound by a controller; the binder finishes.
+          await this.json.replace(persistentVolumes, {
+            ...pv,
+            metadata: {
+              ...pv.metadata,
+              annotations: { ...pv.metadata.annotations, [boundByControllerAnnotation]: "yes" },
+            },
+            spec: {
+              ...pv.spec,
+              claimRef: {
+                kind: "PersistentVolumeClaim",
+                namespace,
+                name,
+                uid: claim.metadata.uid,
+                apiVersion: "v1",
+                resourceVersion: claim.metadata.resourceVersion,
+              },
+            },
+          });
+        }
+        for (const name of decision.selectNode) {
           const claim = this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace);
           if (!claim) continue;
           await this.json.replace(persistentVolumeClaims, {

@@ -62,11 +62,13 @@ function claim(
     metadata: {
       name,
       namespace: "default",
+      uid: `uid-${name}`,
       ...(extra.selected ? { annotations: { [selectedNodeAnnotation]: extra.selected } } : {}),
       ...(extra.deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
     },
     spec: {
       accessModes: ["ReadWriteOnce"],
+      resources: { requests: { storage: "1Gi" } },
       ...(extra.volumeName ? { volumeName: extra.volumeName } : {}),
       storageClassName: extra.className ?? "wffc",
     },
@@ -94,6 +96,22 @@ function pv(name: string, hostnames?: string[]): PersistentVolume {
           }
         : {}),
     },
+  };
+}
+
+/** A static PV of class "local" on one node, Available unless bound to a claim. */
+function localPv(name: string, hostname: string, size: string, claimName?: string): PersistentVolume {
+  const base = pv(name, [hostname]);
+  return {
+    ...base,
+    spec: {
+      ...base.spec,
+      capacity: { storage: size },
+      accessModes: ["ReadWriteOnce"],
+      storageClassName: "local",
+      ...(claimName ? { claimRef: { namespace: "default", name: claimName, uid: `uid-${claimName}` } } : {}),
+    },
+    status: { phase: claimName ? "Bound" : "Available" },
   };
 }
 
@@ -243,13 +261,13 @@ const rows: Row[] = [
     name: "an unbound WaitForFirstConsumer claim gets a node",
     pod: pod(["data"]),
     claims: [claim("data")],
-    want: { action: "select-node", node: "node-a", claims: ["data"] },
+    want: { action: "prebind", node: "node-a", bindVolumes: [], selectNode: ["data"] },
   },
   {
     name: "allowedTopologies narrow the choice",
     pod: pod(["data"]),
     claims: [claim("data", { className: "wffc-zone-b" })],
-    want: { action: "select-node", node: "node-b", claims: ["data"] },
+    want: { action: "prebind", node: "node-b", bindVolumes: [], selectNode: ["data"] },
   },
   {
     name: "the driver's topology keys must be node labels",
@@ -261,12 +279,59 @@ const rows: Row[] = [
       node("node-b", "zone-b"),
     ],
     claims: [claim("data")],
-    want: { action: "select-node", node: "node-b", claims: ["data"] },
+    want: { action: "prebind", node: "node-b", bindVolumes: [], selectNode: ["data"] },
   },
   {
     name: "a claim with the annotation waits for binding on that node",
     pod: pod(["data"]),
     claims: [claim("data", { selected: "node-b" })],
+    want: { action: "wait-for-binding", node: "node-b", claims: ["data"] },
+  },
+  {
+    name: "an Available PV matching a WaitForFirstConsumer claim decides the node and is pre-bound",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "local" })],
+    volumes: [localPv("local-b", "node-b", "5Gi")],
+    want: {
+      action: "prebind",
+      node: "node-b",
+      bindVolumes: [{ claim: "data", volume: "local-b" }],
+      selectNode: [],
+    },
+  },
+  {
+    name: "the smallest matching PV on the chosen node",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "local" })],
+    volumes: [
+      localPv("big", "node-a", "10Gi"),
+      localPv("small", "node-a", "2Gi"),
+      localPv("tiny", "node-a", "512Mi"),
+    ],
+    want: {
+      action: "prebind",
+      node: "node-a",
+      bindVolumes: [{ claim: "data", volume: "small" }],
+      selectNode: [],
+    },
+  },
+  {
+    name: "two claims cannot share one PV: the second is provisioned",
+    pod: pod(["one", "two"]),
+    claims: [claim("one", { className: "local" }), claim("two")],
+    volumes: [localPv("only", "node-b", "5Gi")],
+    want: {
+      action: "prebind",
+      node: "node-b",
+      bindVolumes: [{ claim: "one", volume: "only" }],
+      selectNode: ["two"],
+    },
+  },
+  {
+    name: "a PV pre-bound to the claim: wait on its node for the binder",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "local" })],
+    volumes: [localPv("mine", "node-b", "5Gi", "data")],
     want: { action: "wait-for-binding", node: "node-b", claims: ["data"] },
   },
   {
@@ -282,7 +347,7 @@ const rows: Row[] = [
     name: "a driver no node runs is not checked against CSINodes",
     pod: pod(["data"]),
     claims: [claim("data", { className: "elsewhere" })],
-    want: { action: "select-node", node: "node-a", claims: ["data"] },
+    want: { action: "prebind", node: "node-a", bindVolumes: [], selectNode: ["data"] },
   },
 ];
 
@@ -295,6 +360,7 @@ describe("decidePod", () => {
         csiNodes: nodes.map((n) => csiNode(n.metadata.name)),
         claim: (ns, name) => row.claims?.find((c) => c.metadata.namespace === ns && c.metadata.name === name),
         volume: (name) => row.volumes?.find((v) => v.metadata.name === name),
+        volumes: row.volumes ?? [],
         storageClass: (name) => classes.find((c) => c.metadata.name === name),
         podCount: (n) => row.podCounts?.[n] ?? 0,
       });

@@ -200,6 +200,73 @@ describe("sandbox scheduler", () => {
     assert.equal(bound.spec.nodeName, "sandbox-node-2");
   });
 
+  it("pre-binds an Available local PV to a WaitForFirstConsumer claim on the PV's node, and binds the pod once the claim is bound", async () => {
+    await kube.create(storageClasses, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: "local" },
+      provisioner: "kubernetes.io/no-provisioner",
+      volumeBindingMode: "WaitForFirstConsumer",
+    });
+    const created = await kube.create<PersistentVolume>(persistentVolumes, {
+      apiVersion: "v1",
+      kind: "PersistentVolume",
+      metadata: { name: "local-pv" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        capacity: { storage: "5Gi" },
+        local: { path: "/mnt/disks/a" },
+        storageClassName: "local",
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              {
+                matchExpressions: [
+                  { key: "kubernetes.io/hostname", operator: "In", values: ["sandbox-node-2"] },
+                ],
+              },
+            ],
+          },
+        },
+      },
+    });
+    await kube.replace(
+      persistentVolumes,
+      { ...created, status: { phase: "Available" } },
+      { subresource: "status" },
+    );
+    const claim = await createClaim("local-data", "local");
+    await createPod("local-pod", "local-data");
+    const prebound = await eventually("claimRef", async () => {
+      const pv = await kube.get<PersistentVolume>(persistentVolumes, "local-pv");
+      return pv.spec.claimRef ? pv : undefined;
+    });
+    assert.deepEqual(
+      [prebound.spec.claimRef?.name, prebound.spec.claimRef?.uid],
+      ["local-data", claim.metadata.uid],
+    );
+    assert.equal(prebound.metadata.annotations?.["pv.kubernetes.io/bound-by-controller"], "yes");
+    assert.equal((await getClaim("local-data")).metadata.annotations?.[selectedNodeAnnotation], undefined);
+    await sleep(300);
+    assert.equal((await getPod("local-pod")).spec.nodeName, undefined, "the pod waits for the binder");
+    // The binder's part: the claim takes the PV.
+    const c = await getClaim("local-data");
+    const withVolume = await kube.replace(persistentVolumeClaims, {
+      ...c,
+      spec: { ...c.spec, volumeName: "local-pv" },
+    });
+    await kube.replace(
+      persistentVolumeClaims,
+      { ...withVolume, status: { phase: "Bound" } },
+      { subresource: "status" },
+    );
+    const bound = await eventually("bound", async () => {
+      const p = await getPod("local-pod");
+      return p.spec.nodeName ? p : undefined;
+    });
+    assert.equal(bound.spec.nodeName, "sandbox-node-2");
+  });
+
   it("honours a bound claim's PV node affinity", async () => {
     await createClaim("pinned", "immediate");
     await bindClaim("pinned", "pv-pinned", "sandbox-node-2");
