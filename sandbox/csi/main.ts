@@ -2,7 +2,7 @@
 // that kill and restart the driver. Prints one JSON line on stdout when
 // ready; `npm run sandbox` starts the same driver next to the API server.
 import { resolve } from "node:path";
-import type { ControllerCapability, PluginCapability } from "./capabilities.ts";
+import type { ControllerCapability, NodeCapability, PluginCapability } from "./capabilities.ts";
 import { startCsiDriver } from "./server.ts";
 
 const list = (v: string | undefined): string[] | undefined =>
@@ -21,9 +21,12 @@ const handle = await startCsiDriver({
   ...(process.env.CSI_ADMIN_PORT ? { adminPort: Number(process.env.CSI_ADMIN_PORT) } : {}),
   controllerCapabilities: list(process.env.CSI_CONTROLLER_CAPABILITIES) as ControllerCapability[] | undefined,
   pluginCapabilities: list(process.env.CSI_PLUGIN_CAPABILITIES) as PluginCapability[] | undefined,
+  nodeCapabilities: list(process.env.CSI_NODE_CAPABILITIES) as NodeCapability[] | undefined,
+  // Further nodes, each with a node plugin on <dir>/node-<name>.sock.
+  ...(process.env.CSI_NODES ? { nodes: list(process.env.CSI_NODES) } : {}),
 });
 process.stdout.write(
-  `${JSON.stringify({ ready: true, csiEndpoint: handle.endpoint, csiAdmin: handle.adminUrl })}\n`,
+  `${JSON.stringify({ ready: true, csiEndpoint: handle.endpoint, csiAdmin: handle.adminUrl, csiNodeEndpoints: handle.nodeEndpoints })}\n`,
 );
 
 let stopping = false;

@@ -4,9 +4,11 @@
 // repeats, the error codes, the paths made and the state kept across a
 // restart.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtemp, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { after, before, describe, it } from "node:test";
 import { type CsiDriverHandle, startCsiDriver } from "../../sandbox/csi/server.ts";
 import { CsiClient } from "../../shared/csi/client.ts";
@@ -262,6 +264,39 @@ describe("configurable node capabilities", () => {
     } finally {
       client.close();
       await other.close();
+    }
+  });
+});
+
+describe("the standalone driver process", () => {
+  it("serves node plugins for CSI_NODES with CSI_NODE_CAPABILITIES and names them in its ready line", async () => {
+    const child = spawn(process.execPath, ["sandbox/csi/main.ts"], {
+      env: {
+        ...process.env,
+        CSI_DIR: join(dir, "standalone"),
+        CSI_NODES: "node-x",
+        CSI_NODE_CAPABILITIES: "",
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        child.once("exit", (code) => reject(new Error(`driver exited early with ${code}`)));
+        createInterface({ input: child.stdout! }).once("line", resolve);
+      });
+      const ready = JSON.parse(line) as { csiNodeEndpoints: Record<string, string> };
+      assert.deepEqual(Object.keys(ready.csiNodeEndpoints).sort(), ["node-x", "sandbox-node"]);
+      const client = rawCsiClient(ready.csiNodeEndpoints["node-x"]!);
+      try {
+        assert.equal((await client.call("Node", "NodeGetInfo")).node_id, "node-x");
+        assert.deepEqual(await client.call("Node", "NodeGetCapabilities"), { capabilities: [] });
+      } finally {
+        client.close();
+      }
+    } finally {
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGTERM");
+      assert.equal(await exited, 0);
     }
   });
 });
