@@ -11,8 +11,23 @@ export function rfc3339(d: Date): string {
 }
 
 /** errorCode only for gRPC failures (upstream: status.FromError ok). */
+/** kube-apiserver refuses a VolumeError message over 1024 bytes (maxVolumeErrorMessageSize). */
+const maxVolumeErrorMessageBytes = 1024;
+
+/** A message cut to fit, on a character boundary, so a driver's long error cannot make the status write fail. */
+function fitVolumeErrorMessage(message: string): string {
+  if (Buffer.byteLength(message) <= maxVolumeErrorMessageBytes) return message;
+  let cut = message.slice(0, maxVolumeErrorMessageBytes - 3);
+  while (Buffer.byteLength(cut) > maxVolumeErrorMessageBytes - 3) cut = cut.slice(0, -1);
+  return `${cut}...`;
+}
+
 export function volumeError(message: string, now: Date, grpcCode?: number): VolumeError {
-  return { time: rfc3339(now), message, ...(grpcCode !== undefined ? { errorCode: grpcCode } : {}) };
+  return {
+    time: rfc3339(now),
+    message: fitVolumeErrorMessage(message),
+    ...(grpcCode !== undefined ? { errorCode: grpcCode } : {}),
+  };
 }
 
 /** Published: attached with the driver's publish_context; the last attach error is history. */
