@@ -237,6 +237,35 @@ describe("sandbox kubelet", () => {
     );
   });
 
+  it("keeps a volume staged while another pod on the node still uses it", async () => {
+    const { handle, pv } = await boundClaim("shared");
+    await attach(handle, pv, "sandbox-node");
+    const running = async (name: string) =>
+      eventually(`${name} Running`, async () =>
+        (await getPod(name))?.status?.phase === "Running" ? true : undefined,
+      );
+    await createPod("first", "shared", "sandbox-node");
+    await createPod("second", "shared", "sandbox-node");
+    await running("first");
+    await running("second");
+    assert.equal(backing(handle).staged.length, 1, "one staging for both pods");
+    assert.equal(backing(handle).nodePublished.length, 2, "one publication per pod");
+
+    await kube.delete(pods, "first", "default");
+    await eventually("first gone", async () => ((await getPod("first")) === undefined ? true : undefined));
+    assert.equal(backing(handle).nodePublished.length, 1);
+    assert.equal(backing(handle).staged.length, 1, "still staged for the second pod");
+    assert.deepEqual((await kube.get<Node>(nodes, "sandbox-node")).status?.volumesInUse, [
+      uniqueVolumeName(driver, handle),
+    ]);
+
+    await kube.delete(pods, "second", "default");
+    await eventually("second gone", async () => ((await getPod("second")) === undefined ? true : undefined));
+    assert.deepEqual(backing(handle).staged, []);
+    assert.deepEqual(backing(handle).nodePublished, []);
+    assert.equal((await kube.get<Node>(nodes, "sandbox-node")).status?.volumesInUse, undefined);
+  });
+
   it("skips the attach wait for a driver whose CSIDriver says attachRequired: false", async () => {
     const csiDriver = await kube.get<KubeObject & { spec: Record<string, unknown> }>(csiDrivers, driver);
     await kube.replace(csiDrivers, { ...csiDriver, spec: { ...csiDriver.spec, attachRequired: false } });
