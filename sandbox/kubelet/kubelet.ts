@@ -36,6 +36,14 @@ import type {
 import { createLogger, type Logger } from "../../shared/log.ts";
 import { Reactor } from "../cluster/reactor.ts";
 import { WatchCache } from "../cluster/watch-cache.ts";
+import {
+  isFinished,
+  type NodeVolumeState,
+  podMayGo,
+  podsToTearDown,
+  volumesInUse,
+  volumesToUnstage,
+} from "./plan.ts";
 import { containerCreatingStatus, runningStatus, statusShape } from "./pod-status.ts";
 import { type CsiVolumeToMount, resolvePodVolumes } from "./pod-volumes.ts";
 import { stagingPath, targetPath, volumeAttachmentName } from "./volume-paths.ts";
@@ -88,10 +96,6 @@ function rfc3339(d: Date): string {
 
 function podKey(p: Pod): string {
   return `${p.metadata.namespace ?? "default"}/${p.metadata.name}`;
-}
-
-function isFinished(p: Pod): boolean {
-  return p.status?.phase === "Succeeded" || p.status?.phase === "Failed";
 }
 
 /** A volume the driver no longer has is mounted nowhere: its teardown is done. */
@@ -185,6 +189,10 @@ export class SandboxKubelet {
     }
   }
 
+  private state(): NodeVolumeState {
+    return { staged: this.staged, mounted: this.mounted };
+  }
+
   private inBackoff(key: string): boolean {
     const b = this.backoff.get(key);
     return b !== undefined && b.until > Date.now();
@@ -242,9 +250,9 @@ export class SandboxKubelet {
 
   /** NodeUnpublish every volume of a pod that is gone, being deleted or finished. */
   private async tearDown(byUid: Map<string, Pod>): Promise<void> {
-    for (const [uid, mounts] of this.mounted) {
+    for (const uid of podsToTearDown(this.state(), byUid)) {
+      const mounts = this.mounted.get(uid)!;
       const pod = byUid.get(uid);
-      if (pod && !pod.metadata.deletionTimestamp && !isFinished(pod)) continue;
       const name = pod ? podKey(pod) : uid;
       for (const [unique, mount] of mounts) {
         const key = `unpublish:${uid}:${unique}`;
@@ -281,9 +289,8 @@ export class SandboxKubelet {
 
   /** NodeUnstage volumes no pod on this node has mounted or still wants. */
   private async unstageUnused(wanted: ReadonlySet<string>): Promise<void> {
-    const mountedNow = new Set([...this.mounted.values()].flatMap((m) => [...m.keys()]));
-    for (const [unique, staged] of this.staged) {
-      if (wanted.has(unique) || mountedNow.has(unique)) continue;
+    for (const unique of volumesToUnstage(this.state(), wanted)) {
+      const staged = this.staged.get(unique)!;
       const key = `unstage:${unique}`;
       if (this.inBackoff(key)) continue;
       try {
@@ -301,18 +308,9 @@ export class SandboxKubelet {
     }
   }
 
-  /**
-   * volumesInUse = the attachable volumes pods here want, plus those still
-   * staged or mounted; sorted, deduplicated, patched only when it changes.
-   * Answers what the node status holds now.
-   */
+  /** Patches volumesInUse when it changes; answers what the node status holds now. */
   private async reportVolumesInUse(node: Node, desired: readonly CsiVolumeToMount[]): Promise<string[]> {
-    const names = new Set(desired.filter((v) => v.attachRequired).map((v) => v.uniqueName));
-    for (const [unique, s] of this.staged) if (s.volume.attachRequired) names.add(unique);
-    for (const mounts of this.mounted.values()) {
-      for (const [unique, m] of mounts) if (m.volume.attachRequired) names.add(unique);
-    }
-    const list = [...names].sort();
+    const list = volumesInUse(desired, this.state());
     // Our copy of the node may be a patch behind; writing the same list again changes nothing.
     const current = node.status?.volumesInUse ?? [];
     if (list.length === current.length && list.every((n, i) => n === current[i])) return list;
@@ -342,9 +340,7 @@ export class SandboxKubelet {
     for (const pod of here) {
       if (!pod.metadata.deletionTimestamp) continue;
       const uid = pod.metadata.uid ?? "";
-      if (this.mounted.has(uid)) continue;
-      const had = [...(this.podVolumes.get(uid) ?? [])].filter((v) => !wanted.has(v));
-      if (had.some((v) => this.staged.has(v) || inUse.includes(v))) continue;
+      if (!podMayGo(uid, this.state(), this.podVolumes.get(uid) ?? new Set(), wanted, inUse)) continue;
       try {
         await this.json.delete(pods, pod.metadata.name, pod.metadata.namespace, {
           preconditions: { uid },
