@@ -435,10 +435,17 @@ export class Registry {
 
     let next: KubeObject;
     if (options.subresource === "status") {
-      // Status writes change only status (kube resets spec and metadata from the stored object).
+      // Status writes change status; kube resets spec, and metadata too except for the core types,
+      // whose status strategies (nodes, pods, PVs, claims) let labels and annotations through.
       next = structuredClone(old);
       if (incoming.status === undefined) delete next.status;
       else next.status = structuredClone(incoming.status);
+      if (t.group === "") {
+        for (const key of ["labels", "annotations"] as const) {
+          if (incoming.metadata[key] === undefined) delete next.metadata[key];
+          else next.metadata[key] = structuredClone(incoming.metadata[key]);
+        }
+      }
     } else {
       next = incoming;
       if (t.hasStatus) {

@@ -698,7 +698,7 @@ describe("status (markAsAttached, saveAttachError, markAsDetached)", () => {
     assert.deepEqual(volumeError("not grpc", now), { time: "2026-01-01T00:00:00Z", message: "not grpc" });
   });
   it("a driver's error longer than kube-apiserver's 1024-byte limit is cut to fit, on a character boundary", () => {
-    const long = volumeError(`rpc error: ${"é".repeat(2000)}`, now).message;
+    const long = volumeError(`rpc error: ${"é".repeat(2000)}`, now).message ?? "";
     assert.ok(Buffer.byteLength(long) <= 1024, String(Buffer.byteLength(long)));
     assert.ok(long.startsWith("rpc error: é") && long.endsWith("é..."));
     const exact = "x".repeat(1024);

@@ -157,7 +157,7 @@ describe("optimistic concurrency and the status subresource", () => {
     assert.equal(again.metadata?.resourceVersion, pv.metadata?.resourceVersion);
   });
 
-  it("the main endpoint ignores status; /status changes only status", async () => {
+  it("the main endpoint ignores status; /status changes status and, for core types, labels and annotations", async () => {
     const pv = await core.createPersistentVolume({ body: volume("st") });
     const main = await core.replacePersistentVolume({
       name: "st",
@@ -176,7 +176,8 @@ describe("optimistic concurrency and the status subresource", () => {
     });
     assert.equal(status.status?.phase, "Available");
     assert.equal(status.spec?.storageClassName, "gold");
-    assert.equal(status.metadata?.labels, undefined);
+    // persistentvolumeStatusStrategy resets spec only: metadata goes through, as for nodes, pods and claims.
+    assert.deepEqual(status.metadata?.labels, { x: "y" });
   });
 
   it("a PVC's spec is immutable except volumeName (once) and, when Bound, a larger request", async () => {
@@ -489,6 +490,13 @@ describe("storage.k8s.io and test hooks", () => {
       storage.replaceVolumeAttachment({ name: "va", body: { ...va, spec: { ...va.spec, nodeName: "m" } } }),
     );
     assert.equal(changed.code, 422);
+    // volumeAttachmentStatusStrategy resets metadata (ResetObjectMetaForStatus), unlike the core types.
+    const status = await storage.replaceVolumeAttachmentStatus({
+      name: "va",
+      body: { ...va, metadata: { ...va.metadata, annotations: { x: "y" } }, status: { attached: true } },
+    });
+    assert.equal(status.status?.attached, true);
+    assert.equal(status.metadata?.annotations, undefined);
   });
 
   it("seeds raw objects, counts requests per verb and resource, and injects faults", async () => {
