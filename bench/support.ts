@@ -279,10 +279,13 @@ export interface BenchSandbox {
   close(): Promise<void>;
 }
 
-/** The sandbox (API server and CSI driver, no injected latency) in a fresh temporary directory. */
+/**
+ * The sandbox (API server and CSI driver, no injected latency) in a fresh temporary directory.
+ * The benches create no pods, so no scheduler, kubelets or pod gc watch the API server beside them.
+ */
 export async function startBenchSandbox(options: Omit<SandboxOptions, "dir"> = {}): Promise<BenchSandbox> {
   const dir = await mkdtemp(join(tmpdir(), "ksf-bench-"));
-  const sandbox = await startSandbox({ ...options, dir });
+  const sandbox = await startSandbox({ scheduler: false, kubelets: false, podGc: false, ...options, dir });
   return {
     sandbox,
     dir,
