@@ -16,7 +16,6 @@ import { type Forwarder, startForwarder } from "../../shared/forwarder/index.ts"
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
   csiDrivers,
-  csiNodes,
   nodes,
   persistentVolumeClaims,
   persistentVolumes,
@@ -51,8 +50,6 @@ import {
   HarnessClient,
   namespace,
   pod,
-  secondNode,
-  secondNodeName,
   staticVolume,
 } from "./workload.ts";
 
@@ -96,7 +93,8 @@ export interface ChaosReport {
     eventWrites: number;
     byResource: Record<string, number>;
   };
-  pods: { created: number; deleted: number };
+  /** Pods the harness created and deleted, and how many of them the sandbox kubelets ran. */
+  pods: { created: number; deleted: number; ran: number };
   settle: {
     passes: number;
     quiet: boolean;
@@ -189,7 +187,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     cleanups.push(() => sandbox.close());
     const apiUrl = sandbox.apiServer.url;
     const driverName = sandbox.csi.driver.config.name;
-    const { nodeId, topologyKey } = sandbox.csi.driver.config;
 
     // The sandbox does not count the faults it injects; the harness owns the process, so it counts them here.
     const apiFaults: Record<string, number> = {};
@@ -207,15 +204,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     cleanups.push(() => kube.close());
     const harness = new HarnessClient(kube);
 
-    // --- setup: a second node, the StorageClass, static PVs over real backing volumes ---
+    // --- setup: the StorageClass, static PVs over real backing volumes (the sandbox has two nodes) ---
     const staticCount = Math.ceil(options.claims / 2);
     const dynamicCount = options.claims - staticCount;
     const churnStatic = Math.floor(options.churnClaims / 2);
     const churnDynamic = options.churnClaims - churnStatic;
     const pad = (i: number): string => String(i).padStart(4, "0");
-    for (const o of [...secondNode(driverName, topologyKey, nodeId), dynamicClass(driverName)]) {
-      await harness.create(o.kind === "Node" ? nodes : o.kind === "CSINode" ? csiNodes : storageClasses, o);
-    }
+    await harness.create(storageClasses, dynamicClass(driverName));
     const csi = await CsiClient.connect({
       endpoint: sandbox.csi.endpoint,
       timeoutMs: 30_000,
@@ -387,7 +382,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
     const podChurn = (async () => {
       if (options.maxPods <= 0) return;
-      const nodeNames = [nodeId, secondNodeName];
       for (let i = 0; chaosOn; i++) {
         await sleep(options.podIntervalMs);
         const now = Date.now();
@@ -395,11 +389,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (!chaosOn || livePods.size >= options.maxPods) continue;
         const c = mainClaims[Math.floor(random() * mainClaims.length)]!;
         const name = `pod-${i}`;
-        const node = nodeNames[Math.floor(random() * nodeNames.length)]!;
         const lifetime =
           options.podMinLifetimeMs + random() * (options.podMaxLifetimeMs - options.podMinLifetimeMs);
         try {
-          await harness.create(pods, pod(name, c.name, node));
+          await harness.create(pods, pod(name, c.name));
           podCounts.created++;
           livePods.set(name, Date.now() + lifetime);
         } catch (err) {
@@ -458,6 +451,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // Pods created by an attempt whose answer was lost exist without the harness knowing: list them.
     for (const p of await harness.list<Pod>(pods)) deletePod(p.metadata.name);
     await Promise.all([...podDeletions]);
+    // A scheduled pod goes once its kubelet has unpublished and unstaged its volume.
+    const podsDeadline = Date.now() + 60_000;
+    while ((await harness.list<Pod>(pods)).length > 0 && Date.now() < podsDeadline) await sleep(250);
     const tChaos = Date.now();
     say(
       `settle: faults off, pods gone, ${boundWhenChaosEnded}/${options.claims} bound; resyncing until quiet`,
@@ -580,7 +576,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         eventWrites: writes.events,
         byResource: writes.byResource,
       },
-      pods: podCounts,
+      pods: { ...podCounts, ran: seen.podsRan },
       settle: { passes, quiet, resyncs, resyncFailures, lastResync },
       watchdog: { changesSeen: seen.changesSeen, attachedOnTwoNodes: seen.attachedOnTwoNodes.length },
     };

@@ -34,6 +34,8 @@ export interface WatchdogReport {
   pvBoundToTwoClaims: Violation[];
   staticPvDeleted: Violation[];
   listedNotAttached: Violation[];
+  /** Pods that went Running (their kubelet staged and published their volume). */
+  podsRan: number;
   /** How many of the tracked claims are Bound right now. */
   boundClaims: number;
   changesSeen: number;
@@ -111,6 +113,7 @@ export class Watchdog {
   private readonly listed = new Map<string, string[]>();
   /** PV name -> volume handle. */
   private readonly handles = new Map<string, string>();
+  private readonly podsRan = new Set<string>();
   /** PV name -> single-node access, from the PV's last state. */
   private readonly pvSingleNode = new Map<string, boolean>();
   /** PV name -> keys of Bound claims naming it. */
@@ -163,6 +166,8 @@ export class Watchdog {
     else if (kind === "/persistentvolumeclaims") this.onClaim(c);
     else if (kind === "storage.k8s.io/volumeattachments") this.onAttachment(c);
     else if (kind === "/nodes") this.onNode(c);
+    else if (kind === "/pods" && (c.object as MaybeSpec).status?.phase === "Running")
+      this.podsRan.add(c.object.metadata.uid ?? "");
   }
 
   private onNode(c: StoredChange): void {
@@ -290,6 +295,7 @@ export class Watchdog {
       pvBoundToTwoClaims: [...this.found.pvBoundToTwoClaims.values()],
       staticPvDeleted: [...this.found.staticPvDeleted.values()],
       listedNotAttached: [...this.found.listedNotAttached.values()],
+      podsRan: this.podsRan.size,
       boundClaims: this.boundClaims,
       changesSeen: this.changes,
     };

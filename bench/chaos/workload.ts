@@ -10,34 +10,10 @@ import { sleep } from "./options.ts";
 
 export const namespace = "default";
 export const dynamicClassName = "chaos-dynamic";
-export const secondNodeName = "chaos-node-b";
 export const claimSize = "1Gi";
 export const claimBytes = 1024 ** 3;
 
 export type ClaimRole = "static" | "dynamic" | "churn-static" | "churn-dynamic";
-
-/** A second Ready node with the driver registered, as test/attach/e2e.test.ts adds one. */
-export function secondNode(driverName: string, topologyKey: string, topologyValue: string): KubeObject[] {
-  return [
-    {
-      apiVersion: "v1",
-      kind: "Node",
-      metadata: {
-        name: secondNodeName,
-        // The same topology segment as the driver's node, so provisioned volumes may be used here too.
-        labels: { "kubernetes.io/hostname": secondNodeName, [topologyKey]: topologyValue },
-      },
-      spec: {},
-      status: { conditions: [{ type: "Ready", status: "True" }] },
-    },
-    {
-      apiVersion: "storage.k8s.io/v1",
-      kind: "CSINode",
-      metadata: { name: secondNodeName },
-      spec: { drivers: [{ name: driverName, nodeID: secondNodeName, topologyKeys: [topologyKey] }] },
-    },
-  ];
-}
 
 export function dynamicClass(driverName: string): KubeObject {
   return {
@@ -82,13 +58,13 @@ export function claim(name: string, role: ClaimRole): PersistentVolumeClaim {
   };
 }
 
-export function pod(name: string, claimName: string, nodeName: string): Pod {
+/** A pod for the sandbox scheduler to place (where its claim's volume can be used) and a kubelet to run. */
+export function pod(name: string, claimName: string): Pod {
   return {
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name, namespace, labels: { "chaos.kube-storage-functions.io/role": "pod" } },
     spec: {
-      nodeName,
       containers: [{ name: "app", image: "busybox" }],
       volumes: [{ name: "data", persistentVolumeClaim: { claimName } }],
     },
