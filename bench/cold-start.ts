@@ -52,6 +52,7 @@ const ALL_FUNCTIONS: readonly FunctionName[] = [
   "provisioner",
   "attacher",
   "attach-detach",
+  "protection",
 ];
 
 /** Packages whose import cost is measured on its own (unbundled, from node_modules). */
