@@ -31,7 +31,11 @@ async function main(): Promise<void> {
   system = await startSystem({
     dir,
     port,
-    sandbox: { onKubeletStep: (step) => stepListeners.forEach((l) => l(step)) },
+    sandbox: {
+      onKubeletStep: (step) => {
+        for (const l of stepListeners) l(step);
+      },
+    },
     resyncSeconds: tickSeconds,
     logLevel: process.env.LOG_LEVEL ?? "warn",
     progress: (what, detail) => say(`  ${what.padEnd(14)} ${detail}`),
