@@ -3,6 +3,7 @@
 // Runs until Ctrl-C or SIGTERM, then stops everything it started.
 import { rm } from "node:fs/promises";
 import { resolve } from "node:path";
+import { integerFromEnv } from "../shared/config.ts";
 import { runDemo } from "./demo.ts";
 import type { KubeletStep } from "./kubelet/kubelet.ts";
 import { type RunningSystem, startSystem } from "./system.ts";
@@ -11,8 +12,8 @@ const say = (line: string): void => void process.stdout.write(`${line}\n`);
 
 async function main(): Promise<void> {
   const dir = resolve(process.env.SANDBOX_DIR ?? ".sandbox");
-  const port = Number(process.env.SANDBOX_PORT ?? "0");
-  const tickSeconds = Number(process.env.RESYNC_INTERVAL_SECONDS ?? "30");
+  const port = integerFromEnv(process.env, "SANDBOX_PORT", 0, { min: 0, max: 65535 });
+  const tickSeconds = integerFromEnv(process.env, "RESYNC_INTERVAL_SECONDS", 30, { min: 1, max: 3600 });
   // A fresh API server knows no PVs, so a fresh driver must hold no volumes.
   if (process.env.SANDBOX_KEEP_STATE !== "1") await rm(dir, { recursive: true, force: true });
   say("kube-storage-functions: starting the sandbox and every function...");
