@@ -2,10 +2,15 @@
 // another volume (clone) or a snapshot (restore), placed in the requested
 // topology. Runs serialized with every other mutating call.
 import { randomUUID } from "node:crypto";
+import type {
+  CreateVolumeRequest,
+  CreateVolumeResponse,
+  StringMap,
+  VolumeContentSource,
+} from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { volumeMessage } from "./convert.ts";
 import { CsiError, invalidArgument, notFound } from "./errors.ts";
-import type { CreateVolumeRequest, CreateVolumeResponse, VolumeContentSource } from "./messages.ts";
 import type { ContentSourceRecord, VolumeKind, VolumeRecord } from "./state.ts";
 import { copyBacking, createBacking, removeBacking } from "./storage.ts";
 import { volumesDir } from "./store.ts";
@@ -31,11 +36,11 @@ export async function createVolume(
   const kind = capabilitiesKind(
     method,
     "volume_capabilities",
-    req.volume_capabilities,
+    req.volumeCapabilities,
     config.controllerCapabilities.has("SINGLE_NODE_MULTI_WRITER"),
   );
-  const range = capacityRange(method, req.capacity_range);
-  const sourceRecord = contentSource(ctx, req.volume_content_source);
+  const range = capacityRange(method, req.capacityRange);
+  const sourceRecord = contentSource(ctx, req.volumeContentSource);
 
   const existing = store.volumeByName(name);
   if (existing) {
@@ -62,7 +67,7 @@ export async function createVolume(
     parameters: { ...req.parameters },
     ...(sourceRecord ? { contentSource: sourceRecord } : {}),
     accessibleTopology: config.pluginCapabilities.has("VOLUME_ACCESSIBILITY_CONSTRAINTS")
-      ? [chooseTopology(req.accessibility_requirements, config.topologyKey, config.nodeId)]
+      ? [chooseTopology(req.accessibilityRequirements, config.topologyKey, config.nodeId)]
       : [],
     publishedNodes: {},
     createdAt: new Date().toISOString(),
@@ -80,7 +85,10 @@ export async function createVolume(
   return { volume: volumeMessage(ctx, volume) };
 }
 
-function contentSource(ctx: DriverContext, src: VolumeContentSource | null): ContentSourceRecord | undefined {
+function contentSource(
+  ctx: DriverContext,
+  src: VolumeContentSource | undefined,
+): ContentSourceRecord | undefined {
   if (!src?.type) return undefined;
   const caps = ctx.config.controllerCapabilities;
   if (src.type === "snapshot") {
@@ -91,14 +99,14 @@ function contentSource(ctx: DriverContext, src: VolumeContentSource | null): Con
       snapshotId: requireField(
         method,
         "volume_content_source.snapshot.snapshot_id",
-        src.snapshot?.snapshot_id ?? "",
+        src.snapshot?.snapshotId,
       ),
     };
   }
   if (!caps.has("CLONE_VOLUME"))
     throw invalidArgument(`${method}: cloning volumes is not supported by this driver`);
   return {
-    volumeId: requireField(method, "volume_content_source.volume.volume_id", src.volume?.volume_id ?? ""),
+    volumeId: requireField(method, "volume_content_source.volume.volume_id", src.volume?.volumeId),
   };
 }
 
@@ -167,13 +175,13 @@ function incompatibility(
     return "it was created from a different content source";
   }
   if (!sameMap(v.parameters, req.parameters)) return "it was created with different parameters";
-  if (!satisfiesRequisite(v.accessibleTopology, req.accessibility_requirements)) {
+  if (!satisfiesRequisite(v.accessibleTopology, req.accessibilityRequirements)) {
     return "it is not accessible from any requisite topology";
   }
   return undefined;
 }
 
-function sameMap(a: Record<string, string>, b: Record<string, string>): boolean {
+function sameMap(a: StringMap, b: StringMap = {}): boolean {
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
 }

@@ -2,6 +2,7 @@
 // injection, capability checks and serialization of mutating calls around
 // it, plus the in-process introspection tests use. Knows nothing of gRPC.
 import { setTimeout as sleep } from "node:timers/promises";
+import type * as m from "../../shared/csi/types.ts";
 import { requiredCapability, requiredNodeCapability } from "./capabilities.ts";
 import { type CsiDriverOptions, type DriverConfig, type DriverContext, resolveConfig } from "./config.ts";
 import { createVolume } from "./create-volume.ts";
@@ -15,7 +16,6 @@ import {
   pluginInfo,
   probe,
 } from "./identity.ts";
-import type * as m from "./messages.ts";
 import { publishNodeVolume, unpublishNodeVolume } from "./node-publish.ts";
 import { stageVolume, unstageVolume } from "./node-stage.ts";
 import { publishVolume, unpublishVolume } from "./publish.ts";
@@ -31,30 +31,35 @@ import {
   validateVolumeCapabilities,
 } from "./volumes.ts";
 
+/** Each call with the request and response shapes of shared/csi/types.ts. */
 export interface CsiMethods {
-  GetPluginInfo(req: m.Empty): Promise<m.GetPluginInfoResponse>;
-  GetPluginCapabilities(req: m.Empty): Promise<m.GetPluginCapabilitiesResponse>;
-  Probe(req: m.Empty): Promise<m.ProbeResponse>;
+  GetPluginInfo(req: m.GetPluginInfoRequest): Promise<m.GetPluginInfoResponse>;
+  GetPluginCapabilities(req: m.GetPluginCapabilitiesRequest): Promise<m.GetPluginCapabilitiesResponse>;
+  Probe(req: m.ProbeRequest): Promise<m.ProbeResponse>;
   CreateVolume(req: m.CreateVolumeRequest): Promise<m.CreateVolumeResponse>;
-  DeleteVolume(req: m.DeleteVolumeRequest): Promise<m.Empty>;
+  DeleteVolume(req: m.DeleteVolumeRequest): Promise<m.DeleteVolumeResponse>;
   ControllerPublishVolume(req: m.ControllerPublishVolumeRequest): Promise<m.ControllerPublishVolumeResponse>;
-  ControllerUnpublishVolume(req: m.ControllerUnpublishVolumeRequest): Promise<m.Empty>;
+  ControllerUnpublishVolume(
+    req: m.ControllerUnpublishVolumeRequest,
+  ): Promise<m.ControllerUnpublishVolumeResponse>;
   ValidateVolumeCapabilities(
     req: m.ValidateVolumeCapabilitiesRequest,
   ): Promise<m.ValidateVolumeCapabilitiesResponse>;
-  ListVolumes(req: m.ListRequest): Promise<m.ListVolumesResponse>;
+  ListVolumes(req: m.ListVolumesRequest): Promise<m.ListVolumesResponse>;
   GetCapacity(req: m.GetCapacityRequest): Promise<m.GetCapacityResponse>;
-  ControllerGetCapabilities(req: m.Empty): Promise<m.ControllerGetCapabilitiesResponse>;
+  ControllerGetCapabilities(
+    req: m.ControllerGetCapabilitiesRequest,
+  ): Promise<m.ControllerGetCapabilitiesResponse>;
   CreateSnapshot(req: m.CreateSnapshotRequest): Promise<m.CreateSnapshotResponse>;
-  DeleteSnapshot(req: m.DeleteSnapshotRequest): Promise<m.Empty>;
+  DeleteSnapshot(req: m.DeleteSnapshotRequest): Promise<m.DeleteSnapshotResponse>;
   ListSnapshots(req: m.ListSnapshotsRequest): Promise<m.ListSnapshotsResponse>;
   ControllerExpandVolume(req: m.ControllerExpandVolumeRequest): Promise<m.ControllerExpandVolumeResponse>;
-  NodeStageVolume(req: m.NodeStageVolumeRequest): Promise<m.Empty>;
-  NodeUnstageVolume(req: m.NodeUnstageVolumeRequest): Promise<m.Empty>;
-  NodePublishVolume(req: m.NodePublishVolumeRequest): Promise<m.Empty>;
-  NodeUnpublishVolume(req: m.NodeUnpublishVolumeRequest): Promise<m.Empty>;
-  NodeGetCapabilities(req: m.Empty): Promise<m.NodeGetCapabilitiesResponse>;
-  NodeGetInfo(req: m.Empty): Promise<m.NodeGetInfoResponse>;
+  NodeStageVolume(req: m.NodeStageVolumeRequest): Promise<m.NodeStageVolumeResponse>;
+  NodeUnstageVolume(req: m.NodeUnstageVolumeRequest): Promise<m.NodeUnstageVolumeResponse>;
+  NodePublishVolume(req: m.NodePublishVolumeRequest): Promise<m.NodePublishVolumeResponse>;
+  NodeUnpublishVolume(req: m.NodeUnpublishVolumeRequest): Promise<m.NodeUnpublishVolumeResponse>;
+  NodeGetCapabilities(req: m.NodeGetCapabilitiesRequest): Promise<m.NodeGetCapabilitiesResponse>;
+  NodeGetInfo(req: m.NodeGetInfoRequest): Promise<m.NodeGetInfoResponse>;
 }
 
 /** Each method as the driver runs it: Node-service calls also get the node their plugin serves. */

@@ -1,7 +1,8 @@
-// Serves the driver's methods as the csi.v1 gRPC services. Without the
-// CONTROLLER_SERVICE plugin capability the Controller service is not
-// registered at all, so its calls fail UNIMPLEMENTED as on a node-only
-// driver.
+// Serves the driver's methods as the csi.v1 gRPC services, with the same
+// serializers and message shapes (shared/csi/types.ts) the functions' client
+// uses. Without the CONTROLLER_SERVICE plugin capability the Controller
+// service is not registered at all, so its calls fail UNIMPLEMENTED as on a
+// node-only driver.
 import {
   type handleUnaryCall,
   type Server,
@@ -9,9 +10,10 @@ import {
   status,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { type CsiServiceName, csiServiceDefinition } from "../../shared/csi/proto.ts";
+import { fromWire, toWire } from "../../shared/csi/wire.ts";
 import { type CsiDriver, type CsiMethodName, type CsiRequest, serviceMethods } from "./driver.ts";
 import { CsiError } from "./errors.ts";
-import { type CsiServiceName, csiService } from "./proto.ts";
 
 export interface CsiServicesOptions {
   /** The node this server's Node service runs on; default the driver's own node. */
@@ -33,16 +35,33 @@ export function addCsiServices(server: Server, driver: CsiDriver, options: CsiSe
       (!controller || !driver.config.pluginCapabilities.has("CONTROLLER_SERVICE"))
     )
       continue;
+    const definition = csiServiceDefinition(service);
     const implementation: UntypedServiceImplementation = {};
-    for (const method of methods) implementation[method] = unary(driver, method, node);
-    server.addService(csiService(service), implementation);
+    for (const method of methods) {
+      const requestType = definition[method]?.requestTypeName;
+      if (requestType === undefined) throw new Error(`csi.proto has no method ${service}/${method}`);
+      implementation[method] = unary(driver, method, requestType, node);
+    }
+    server.addService(definition, implementation);
   }
 }
 
-function unary(driver: CsiDriver, method: CsiMethodName, node: string): handleUnaryCall<unknown, unknown> {
+function unary(
+  driver: CsiDriver,
+  method: CsiMethodName,
+  requestType: string,
+  node: string,
+): handleUnaryCall<object, object> {
   return (call, callback) => {
-    driver.invoke(method, call.request as CsiRequest<typeof method>, node).then(
-      (response) => callback(null, response),
+    let request: CsiRequest<typeof method>;
+    try {
+      request = fromWire(requestType, call.request);
+    } catch (err) {
+      callback(toStatus(err));
+      return;
+    }
+    driver.invoke(method, request, node).then(
+      (response) => callback(null, toWire(response)),
       (err: unknown) => callback(toStatus(err)),
     );
   };

@@ -1,6 +1,5 @@
 // Identity and Node service answers, and ControllerGetCapabilities: all
 // read straight from the configuration.
-import type { DriverConfig } from "./config.ts";
 import type {
   ControllerGetCapabilitiesResponse,
   GetPluginCapabilitiesResponse,
@@ -8,10 +7,11 @@ import type {
   NodeGetCapabilitiesResponse,
   NodeGetInfoResponse,
   ProbeResponse,
-} from "./messages.ts";
+} from "../../shared/csi/types.ts";
+import type { DriverConfig } from "./config.ts";
 
 export function pluginInfo(config: DriverConfig): GetPluginInfoResponse {
-  return { name: config.name, vendor_version: config.vendorVersion, manifest: { sandbox: "true" } };
+  return { name: config.name, vendorVersion: config.vendorVersion, manifest: { sandbox: "true" } };
 }
 
 export function pluginCapabilities(config: DriverConfig): GetPluginCapabilitiesResponse {
@@ -29,11 +29,11 @@ export function controllerCapabilities(config: DriverConfig): ControllerGetCapab
 /** What the node plugin running on `node` answers: its own id and topology segment. */
 export function nodeInfo(config: DriverConfig, node: string): NodeGetInfoResponse {
   return {
-    node_id: node,
-    max_volumes_per_node: config.maxVolumesPerNode,
-    accessible_topology: config.pluginCapabilities.has("VOLUME_ACCESSIBILITY_CONSTRAINTS")
+    nodeId: node,
+    maxVolumesPerNode: BigInt(config.maxVolumesPerNode),
+    accessibleTopology: config.pluginCapabilities.has("VOLUME_ACCESSIBILITY_CONSTRAINTS")
       ? { segments: { [config.topologyKey]: node } }
-      : null,
+      : undefined,
   };
 }
 

@@ -3,16 +3,16 @@
 // volume's kind, and (for a driver that attaches) a ControllerPublishVolume
 // to this node first.
 import { isAbsolute } from "node:path";
+import type { CsiAccessMode, VolumeCapability } from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { CsiError, invalidArgument, notFound } from "./errors.ts";
-import type { AccessModeName, VolumeCapability } from "./messages.ts";
 import type { VolumeRecord } from "./state.ts";
 import { capabilityProblem, requireField } from "./validate.ts";
 
-export function requirePath(method: string, field: string, value: string): string {
-  requireField(method, field, value);
-  if (!isAbsolute(value)) throw invalidArgument(`${method}: ${field} must be an absolute path, got ${value}`);
-  return value;
+export function requirePath(method: string, field: string, value: string | undefined): string {
+  const path = requireField(method, field, value);
+  if (!isAbsolute(path)) throw invalidArgument(`${method}: ${field} must be an absolute path, got ${path}`);
+  return path;
 }
 
 export function requireVolume(ctx: DriverContext, method: string, id: string): VolumeRecord {
@@ -26,17 +26,15 @@ export function checkCapability(
   ctx: DriverContext,
   method: string,
   volume: VolumeRecord,
-  cap: VolumeCapability | null,
-): AccessModeName {
+  cap: VolumeCapability | undefined,
+): CsiAccessMode {
   if (!cap) throw invalidArgument(`${method}: volume_capability missing in request`);
   const problem = capabilityProblem(cap, ctx.config.nodeCapabilities.has("SINGLE_NODE_MULTI_WRITER"));
   if (problem) throw invalidArgument(`${method}: volume_capability: ${problem}`);
-  if (cap.access_type !== volume.kind) {
-    throw invalidArgument(
-      `${method}: volume ${volume.id} is a ${volume.kind} volume, not ${cap.access_type}`,
-    );
+  if (cap.accessType !== volume.kind) {
+    throw invalidArgument(`${method}: volume ${volume.id} is a ${volume.kind} volume, not ${cap.accessType}`);
   }
-  return cap.access_mode!.mode;
+  return cap.accessMode!.mode;
 }
 
 /** A driver that attaches serves a node only the volumes ControllerPublishVolume gave it. */

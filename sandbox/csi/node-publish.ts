@@ -2,9 +2,14 @@
 // pod's target path on a node (the kubelet's SetUp), after staging when the
 // plugin stages. Hostpath-style: the target path is made (a directory, or a
 // file for a block volume) and the publication recorded.
+import type {
+  NodePublishVolumeRequest,
+  NodePublishVolumeResponse,
+  NodeUnpublishVolumeRequest,
+  NodeUnpublishVolumeResponse,
+} from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { CsiError, invalidArgument } from "./errors.ts";
-import type { Empty, NodePublishVolumeRequest, NodeUnpublishVolumeRequest } from "./messages.ts";
 import { checkCapability, requireControllerPublished, requirePath, requireVolume } from "./node-access.ts";
 import { makeNodePath, removeNodePath } from "./node-paths.ts";
 import { requireField } from "./validate.ts";
@@ -13,15 +18,16 @@ export async function publishNodeVolume(
   ctx: DriverContext,
   node: string,
   req: NodePublishVolumeRequest,
-): Promise<Empty> {
+): Promise<NodePublishVolumeResponse> {
   const method = "NodePublishVolume";
-  const id = requireField(method, "volume_id", req.volume_id);
-  const target = requirePath(method, "target_path", req.target_path);
+  const id = requireField(method, "volume_id", req.volumeId);
+  const target = requirePath(method, "target_path", req.targetPath);
+  const readonly = req.readonly ?? false;
   const stages = ctx.config.nodeCapabilities.has("STAGE_UNSTAGE_VOLUME");
-  const stagingPath = stages ? requirePath(method, "staging_target_path", req.staging_target_path) : "";
-  if (!req.volume_capability) throw invalidArgument(`${method}: volume_capability missing in request`);
+  const stagingPath = stages ? requirePath(method, "staging_target_path", req.stagingTargetPath) : "";
+  if (!req.volumeCapability) throw invalidArgument(`${method}: volume_capability missing in request`);
   const volume = requireVolume(ctx, method, id);
-  const mode = checkCapability(ctx, method, volume, req.volume_capability);
+  const mode = checkCapability(ctx, method, volume, req.volumeCapability);
   requireControllerPublished(ctx, method, volume, node);
   if (stages) {
     const staged = volume.nodeStaged?.[node];
@@ -37,7 +43,7 @@ export async function publishNodeVolume(
   const existing = mounts[target];
   if (existing) {
     if (
-      existing.readonly === req.readonly &&
+      existing.readonly === readonly &&
       existing.accessMode === mode &&
       existing.stagingPath === stagingPath
     ) {
@@ -54,7 +60,7 @@ export async function publishNodeVolume(
     [node]: {
       ...mounts,
       [target]: {
-        readonly: req.readonly,
+        readonly,
         accessMode: mode,
         stagingPath,
         publishedAt: new Date().toISOString(),
@@ -70,10 +76,10 @@ export async function unpublishNodeVolume(
   ctx: DriverContext,
   node: string,
   req: NodeUnpublishVolumeRequest,
-): Promise<Empty> {
+): Promise<NodeUnpublishVolumeResponse> {
   const method = "NodeUnpublishVolume";
-  const id = requireField(method, "volume_id", req.volume_id);
-  const target = requirePath(method, "target_path", req.target_path);
+  const id = requireField(method, "volume_id", req.volumeId);
+  const target = requirePath(method, "target_path", req.targetPath);
   const volume = requireVolume(ctx, method, id);
   const mounts = volume.nodeMounts?.[node];
   if (!mounts?.[target]) return {};

@@ -2,9 +2,14 @@
 // a volume (the kubelet's MountDevice), hostpath-style: the staging path is
 // made a directory and the staging is recorded in the driver's state.
 import { mkdir } from "node:fs/promises";
+import type {
+  NodeStageVolumeRequest,
+  NodeStageVolumeResponse,
+  NodeUnstageVolumeRequest,
+  NodeUnstageVolumeResponse,
+} from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { CsiError } from "./errors.ts";
-import type { Empty, NodeStageVolumeRequest, NodeUnstageVolumeRequest } from "./messages.ts";
 import { checkCapability, requireControllerPublished, requirePath, requireVolume } from "./node-access.ts";
 import { removeNodePath } from "./node-paths.ts";
 import { requireField } from "./validate.ts";
@@ -13,14 +18,14 @@ export async function stageVolume(
   ctx: DriverContext,
   node: string,
   req: NodeStageVolumeRequest,
-): Promise<Empty> {
+): Promise<NodeStageVolumeResponse> {
   const method = "NodeStageVolume";
-  const id = requireField(method, "volume_id", req.volume_id);
-  const path = requirePath(method, "staging_target_path", req.staging_target_path);
-  if (!req.volume_capability)
+  const id = requireField(method, "volume_id", req.volumeId);
+  const path = requirePath(method, "staging_target_path", req.stagingTargetPath);
+  if (!req.volumeCapability)
     throw new CsiError("INVALID_ARGUMENT", `${method}: volume_capability missing in request`);
   const volume = requireVolume(ctx, method, id);
-  const mode = checkCapability(ctx, method, volume, req.volume_capability);
+  const mode = checkCapability(ctx, method, volume, req.volumeCapability);
   requireControllerPublished(ctx, method, volume, node);
 
   const staged = volume.nodeStaged?.[node];
@@ -45,10 +50,10 @@ export async function unstageVolume(
   ctx: DriverContext,
   node: string,
   req: NodeUnstageVolumeRequest,
-): Promise<Empty> {
+): Promise<NodeUnstageVolumeResponse> {
   const method = "NodeUnstageVolume";
-  const id = requireField(method, "volume_id", req.volume_id);
-  const path = requirePath(method, "staging_target_path", req.staging_target_path);
+  const id = requireField(method, "volume_id", req.volumeId);
+  const path = requirePath(method, "staging_target_path", req.stagingTargetPath);
   const volume = requireVolume(ctx, method, id);
   const staged = volume.nodeStaged?.[node];
   if (!staged || staged.path !== path) return {};

@@ -11,12 +11,17 @@ export interface Page<T> {
   nextToken: string;
 }
 
+/** The paging fields of ListVolumes and ListSnapshots requests. */
+export interface PageRequest {
+  maxEntries?: number;
+  startingToken?: string;
+}
+
 export function paginate<T>(
   method: string,
   items: readonly T[],
   keyOf: (item: T) => string,
-  maxEntries: number,
-  startingToken: string,
+  { maxEntries = 0, startingToken = "" }: PageRequest,
 ): Page<T> {
   if (maxEntries < 0) throw invalidArgument(`${method}: max_entries must not be negative`);
   const sorted = [...items].sort((a, b) => compare(keyOf(a), keyOf(b)));

@@ -1,15 +1,15 @@
 // ControllerPublishVolume / ControllerUnpublishVolume: the driver's record of
 // which nodes each volume is attached to, with the spec's answers for
 // repeats, conflicts and single-node volumes.
-import type { DriverContext } from "./config.ts";
-import { CsiError, invalidArgument, notFound } from "./errors.ts";
 import type {
-  AccessModeName,
   ControllerPublishVolumeRequest,
   ControllerPublishVolumeResponse,
   ControllerUnpublishVolumeRequest,
-  Empty,
-} from "./messages.ts";
+  ControllerUnpublishVolumeResponse,
+  CsiAccessMode,
+} from "../../shared/csi/types.ts";
+import type { DriverContext } from "./config.ts";
+import { CsiError, invalidArgument, notFound } from "./errors.ts";
 import type { VolumeRecord } from "./state.ts";
 import { capabilityProblem, isMultiNode, requireField } from "./validate.ts";
 
@@ -20,33 +20,33 @@ export async function publishVolume(
   req: ControllerPublishVolumeRequest,
 ): Promise<ControllerPublishVolumeResponse> {
   const { config, store } = ctx;
-  const id = requireField(method, "volume_id", req.volume_id);
-  const node = requireField(method, "node_id", req.node_id);
-  const cap = req.volume_capability;
+  const id = requireField(method, "volume_id", req.volumeId);
+  const node = requireField(method, "node_id", req.nodeId);
+  const readonly = req.readonly ?? false;
+  const cap = req.volumeCapability;
   if (!cap) throw invalidArgument(`${method}: volume_capability missing in request`);
   const problem = capabilityProblem(cap, config.controllerCapabilities.has("SINGLE_NODE_MULTI_WRITER"));
   if (problem) throw invalidArgument(`${method}: volume_capability: ${problem}`);
-  if (req.readonly && !config.controllerCapabilities.has("PUBLISH_READONLY")) {
+  if (readonly && !config.controllerCapabilities.has("PUBLISH_READONLY")) {
     throw invalidArgument(`${method}: readonly is set but the driver does not advertise PUBLISH_READONLY`);
   }
   const volume = store.volumes.get(id);
   if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
-  if (cap.access_type !== volume.kind) {
-    throw invalidArgument(`${method}: volume ${id} is a ${volume.kind} volume, not ${cap.access_type}`);
+  if (cap.accessType !== volume.kind) {
+    throw invalidArgument(`${method}: volume ${id} is a ${volume.kind} volume, not ${cap.accessType}`);
   }
-  const mode = cap.access_mode!.mode;
+  const mode = cap.accessMode!.mode;
   const context = { volumePath: store.abs(volume.path) };
 
   const existing = volume.publishedNodes[node];
   if (existing) {
-    if (existing.readonly === req.readonly && existing.accessMode === mode)
-      return { publish_context: context };
+    if (existing.readonly === readonly && existing.accessMode === mode) return { publishContext: context };
     throw new CsiError(
       "ALREADY_EXISTS",
       `${method}: volume ${id} is already published to node ${node} with access mode ${existing.accessMode}, readonly ${existing.readonly}`,
     );
   }
-  const conflict = otherNodeConflict(volume, node, mode, req.readonly);
+  const conflict = otherNodeConflict(volume, node, mode, readonly);
   if (conflict) throw new CsiError("FAILED_PRECONDITION", `${method}: ${conflict}`);
   if (config.maxVolumesPerNode > 0) {
     const onNode = [...store.volumes.values()].filter((v) => node in v.publishedNodes).length;
@@ -58,12 +58,12 @@ export async function publishVolume(
     }
   }
   volume.publishedNodes[node] = {
-    readonly: req.readonly,
+    readonly,
     accessMode: mode,
     publishedAt: new Date().toISOString(),
   };
   store.changed();
-  return { publish_context: context };
+  return { publishContext: context };
 }
 
 /**
@@ -73,7 +73,7 @@ export async function publishVolume(
 function otherNodeConflict(
   volume: VolumeRecord,
   node: string,
-  mode: AccessModeName,
+  mode: CsiAccessMode,
   readonly: boolean,
 ): string | undefined {
   const others = Object.entries(volume.publishedNodes).filter(([n]) => n !== node);
@@ -97,13 +97,13 @@ function otherNodeConflict(
 export async function unpublishVolume(
   ctx: DriverContext,
   req: ControllerUnpublishVolumeRequest,
-): Promise<Empty> {
-  const id = requireField("ControllerUnpublishVolume", "volume_id", req.volume_id);
+): Promise<ControllerUnpublishVolumeResponse> {
+  const id = requireField("ControllerUnpublishVolume", "volume_id", req.volumeId);
   const volume = ctx.store.volumes.get(id);
   if (!volume) return {};
-  if (req.node_id) {
-    if (!(req.node_id in volume.publishedNodes)) return {};
-    delete volume.publishedNodes[req.node_id];
+  if (req.nodeId) {
+    if (!(req.nodeId in volume.publishedNodes)) return {};
+    delete volume.publishedNodes[req.nodeId];
   } else {
     if (Object.keys(volume.publishedNodes).length === 0) return {};
     volume.publishedNodes = {};

@@ -2,17 +2,17 @@
 // and ListSnapshots. A snapshot is an independent copy, so deleting its
 // source volume later is fine.
 import { randomUUID } from "node:crypto";
-import type { DriverContext } from "./config.ts";
-import { snapshotMessage } from "./convert.ts";
-import { CsiError, notFound } from "./errors.ts";
 import type {
   CreateSnapshotRequest,
   CreateSnapshotResponse,
   DeleteSnapshotRequest,
-  Empty,
+  DeleteSnapshotResponse,
   ListSnapshotsRequest,
   ListSnapshotsResponse,
-} from "./messages.ts";
+} from "../../shared/csi/types.ts";
+import type { DriverContext } from "./config.ts";
+import { snapshotMessage } from "./convert.ts";
+import { CsiError, notFound } from "./errors.ts";
 import { paginate } from "./paging.ts";
 import type { SnapshotRecord } from "./state.ts";
 import { copyBacking, removeBacking } from "./storage.ts";
@@ -26,7 +26,7 @@ export async function createSnapshot(
   const method = "CreateSnapshot";
   const { store } = ctx;
   const name = requireField(method, "name", req.name);
-  const sourceId = requireField(method, "source_volume_id", req.source_volume_id);
+  const sourceId = requireField(method, "source_volume_id", req.sourceVolumeId);
   const existing = store.snapshotByName(name);
   if (existing) {
     if (existing.sourceVolumeId === sourceId) return { snapshot: snapshotMessage(existing) };
@@ -59,8 +59,11 @@ export async function createSnapshot(
   return { snapshot: snapshotMessage(snapshot) };
 }
 
-export async function deleteSnapshot(ctx: DriverContext, req: DeleteSnapshotRequest): Promise<Empty> {
-  const id = requireField("DeleteSnapshot", "snapshot_id", req.snapshot_id);
+export async function deleteSnapshot(
+  ctx: DriverContext,
+  req: DeleteSnapshotRequest,
+): Promise<DeleteSnapshotResponse> {
+  const id = requireField("DeleteSnapshot", "snapshot_id", req.snapshotId);
   const snapshot = ctx.store.snapshots.get(id);
   if (!snapshot) return {};
   ctx.store.snapshots.delete(id);
@@ -74,8 +77,8 @@ export async function listSnapshots(
   req: ListSnapshotsRequest,
 ): Promise<ListSnapshotsResponse> {
   let all = [...ctx.store.snapshots.values()];
-  if (req.snapshot_id) all = all.filter((s) => s.id === req.snapshot_id);
-  if (req.source_volume_id) all = all.filter((s) => s.sourceVolumeId === req.source_volume_id);
-  const page = paginate("ListSnapshots", all, (s) => s.id, req.max_entries, req.starting_token);
-  return { entries: page.items.map((s) => ({ snapshot: snapshotMessage(s) })), next_token: page.nextToken };
+  if (req.snapshotId) all = all.filter((s) => s.id === req.snapshotId);
+  if (req.sourceVolumeId) all = all.filter((s) => s.sourceVolumeId === req.sourceVolumeId);
+  const page = paginate("ListSnapshots", all, (s) => s.id, req);
+  return { entries: page.items.map((s) => ({ snapshot: snapshotMessage(s) })), nextToken: page.nextToken };
 }

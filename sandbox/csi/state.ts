@@ -4,7 +4,7 @@
 // killed at any moment restarts with either the old or the new state, never
 // a torn one.
 import { readFile, rename, writeFile } from "node:fs/promises";
-import type { AccessModeName } from "./messages.ts";
+import type { CsiAccessMode } from "../../shared/csi/types.ts";
 
 export type VolumeKind = "mount" | "block";
 
@@ -12,21 +12,21 @@ export type ContentSourceRecord = { snapshotId: string } | { volumeId: string };
 
 export interface Publication {
   readonly: boolean;
-  accessMode: AccessModeName;
+  accessMode: CsiAccessMode;
   publishedAt: string;
 }
 
 /** A volume staged on a node (NodeStageVolume). */
 export interface NodeStaging {
   path: string;
-  accessMode: AccessModeName;
+  accessMode: CsiAccessMode;
   stagedAt: string;
 }
 
 /** A volume published to one target path on a node (NodePublishVolume). */
 export interface NodeMount {
   readonly: boolean;
-  accessMode: AccessModeName;
+  accessMode: CsiAccessMode;
   /** The staging path it was published from; "" without STAGE_UNSTAGE_VOLUME. */
   stagingPath: string;
   publishedAt: string;

@@ -2,10 +2,10 @@
 // simulated node, so it can place a volume in any topology the caller asks
 // for: the first preferred segment (the provisioner puts the selected node's
 // first), else the first requisite one, else the driver's own node.
-import type { TopologyRequirement } from "./messages.ts";
+import type { TopologyRequirement } from "../../shared/csi/types.ts";
 
 export function chooseTopology(
-  requirement: TopologyRequirement | null,
+  requirement: TopologyRequirement | undefined,
   topologyKey: string,
   nodeId: string,
 ): Record<string, string> {
@@ -20,7 +20,7 @@ export function chooseTopology(
 /** Whether a volume placed in `placed` satisfies the requisite list (empty = anywhere). */
 export function satisfiesRequisite(
   placed: readonly Record<string, string>[],
-  requirement: TopologyRequirement | null,
+  requirement: TopologyRequirement | undefined,
 ): boolean {
   const requisite = requirement?.requisite ?? [];
   if (requisite.length === 0 || placed.length === 0) return true;

@@ -1,27 +1,30 @@
 // DeleteVolume, ControllerExpandVolume, ValidateVolumeCapabilities,
 // ListVolumes and GetCapacity.
-import type { DriverContext } from "./config.ts";
-import { volumeMessage } from "./convert.ts";
-import { CsiError, invalidArgument, notFound } from "./errors.ts";
 import type {
   ControllerExpandVolumeRequest,
   ControllerExpandVolumeResponse,
   DeleteVolumeRequest,
-  Empty,
+  DeleteVolumeResponse,
   GetCapacityRequest,
   GetCapacityResponse,
-  ListRequest,
+  ListVolumesRequest,
   ListVolumesResponse,
   ValidateVolumeCapabilitiesRequest,
   ValidateVolumeCapabilitiesResponse,
-} from "./messages.ts";
+} from "../../shared/csi/types.ts";
+import type { DriverContext } from "./config.ts";
+import { volumeMessage } from "./convert.ts";
+import { CsiError, invalidArgument, notFound } from "./errors.ts";
 import { paginate } from "./paging.ts";
 import { resizeBacking } from "./storage.ts";
 import { capabilitiesKind, capabilityProblem, capacityRange, requireField } from "./validate.ts";
 
 /** Unknown ids succeed: the caller wanted the volume gone and it is. */
-export async function deleteVolume(ctx: DriverContext, req: DeleteVolumeRequest): Promise<Empty> {
-  const id = requireField("DeleteVolume", "volume_id", req.volume_id);
+export async function deleteVolume(
+  ctx: DriverContext,
+  req: DeleteVolumeRequest,
+): Promise<DeleteVolumeResponse> {
+  const id = requireField("DeleteVolume", "volume_id", req.volumeId);
   const volume = ctx.store.volumes.get(id);
   if (!volume) return {};
   const nodes = Object.keys(volume.publishedNodes);
@@ -42,9 +45,9 @@ export async function expandVolume(
   req: ControllerExpandVolumeRequest,
 ): Promise<ControllerExpandVolumeResponse> {
   const method = "ControllerExpandVolume";
-  const id = requireField(method, "volume_id", req.volume_id);
-  if (!req.capacity_range) throw invalidArgument(`${method}: capacity_range missing in request`);
-  const range = capacityRange(method, req.capacity_range);
+  const id = requireField(method, "volume_id", req.volumeId);
+  if (!req.capacityRange) throw invalidArgument(`${method}: capacity_range missing in request`);
+  const range = capacityRange(method, req.capacityRange);
   const target = range.required || range.limit;
   if (target === 0) throw invalidArgument(`${method}: capacity_range.required_bytes missing in request`);
   const volume = ctx.store.volumes.get(id);
@@ -75,7 +78,7 @@ export async function expandVolume(
     ctx.store.changed();
   }
   // No node service expansion here: the sandbox never mounts a filesystem.
-  return { capacity_bytes: volume.capacityBytes, node_expansion_required: false };
+  return { capacityBytes: BigInt(volume.capacityBytes), nodeExpansionRequired: false };
 }
 
 export async function validateVolumeCapabilities(
@@ -83,68 +86,63 @@ export async function validateVolumeCapabilities(
   req: ValidateVolumeCapabilitiesRequest,
 ): Promise<ValidateVolumeCapabilitiesResponse> {
   const method = "ValidateVolumeCapabilities";
-  const id = requireField(method, "volume_id", req.volume_id);
-  if (req.volume_capabilities.length === 0) {
+  const id = requireField(method, "volume_id", req.volumeId);
+  const caps = req.volumeCapabilities ?? [];
+  if (caps.length === 0) {
     throw invalidArgument(`${method}: volume_capabilities missing in request`);
   }
   const volume = ctx.store.volumes.get(id);
   if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
   const snmw = ctx.config.controllerCapabilities.has("SINGLE_NODE_MULTI_WRITER");
-  for (const [i, cap] of req.volume_capabilities.entries()) {
+  for (const [i, cap] of caps.entries()) {
     const problem = capabilityProblem(cap, snmw);
-    if (problem) return { confirmed: null, message: `volume_capabilities[${i}]: ${problem}` };
-    if (cap.access_type !== volume.kind) {
+    if (problem) return { message: `volume_capabilities[${i}]: ${problem}` };
+    if (cap.accessType !== volume.kind) {
       return {
-        confirmed: null,
-        message: `volume_capabilities[${i}] asks for ${cap.access_type} access to a ${volume.kind} volume`,
+        message: `volume_capabilities[${i}] asks for ${cap.accessType} access to a ${volume.kind} volume`,
       };
     }
   }
   return {
     confirmed: {
-      volume_context: req.volume_context,
-      volume_capabilities: req.volume_capabilities,
-      parameters: req.parameters,
+      volumeContext: req.volumeContext ?? {},
+      volumeCapabilities: caps,
+      parameters: req.parameters ?? {},
+      mutableParameters: {},
     },
     message: "",
   };
 }
 
-export async function listVolumes(ctx: DriverContext, req: ListRequest): Promise<ListVolumesResponse> {
-  const page = paginate(
-    "ListVolumes",
-    [...ctx.store.volumes.values()],
-    (v) => v.id,
-    req.max_entries,
-    req.starting_token,
-  );
+export async function listVolumes(ctx: DriverContext, req: ListVolumesRequest): Promise<ListVolumesResponse> {
+  const page = paginate("ListVolumes", [...ctx.store.volumes.values()], (v) => v.id, req);
   const withNodes = ctx.config.controllerCapabilities.has("LIST_VOLUMES_PUBLISHED_NODES");
   return {
     entries: page.items.map((v) => ({
       volume: volumeMessage(ctx, v),
-      status: withNodes ? { published_node_ids: Object.keys(v.publishedNodes).sort() } : null,
+      status: withNodes ? { publishedNodeIds: Object.keys(v.publishedNodes).sort() } : undefined,
     })),
-    next_token: page.nextToken,
+    nextToken: page.nextToken,
   };
 }
 
 export async function getCapacity(ctx: DriverContext, req: GetCapacityRequest): Promise<GetCapacityResponse> {
   // Capabilities the driver cannot serve have no capacity, as the spec asks.
-  if (req.volume_capabilities.length > 0) {
+  if (req.volumeCapabilities && req.volumeCapabilities.length > 0) {
     try {
       capabilitiesKind(
         "GetCapacity",
         "volume_capabilities",
-        req.volume_capabilities,
+        req.volumeCapabilities,
         ctx.config.controllerCapabilities.has("SINGLE_NODE_MULTI_WRITER"),
       );
     } catch {
-      return { available_capacity: 0, maximum_volume_size: { value: 0 } };
+      return { availableCapacity: 0n, maximumVolumeSize: { value: 0n } };
     }
   }
   const available = Math.max(0, ctx.config.totalCapacityBytes - ctx.store.usedBytes());
   return {
-    available_capacity: available,
-    maximum_volume_size: { value: Math.min(available, ctx.config.maxVolumeBytes) },
+    availableCapacity: BigInt(available),
+    maximumVolumeSize: { value: BigInt(Math.min(available, ctx.config.maxVolumeBytes)) },
   };
 }

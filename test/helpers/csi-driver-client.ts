@@ -1,9 +1,40 @@
 // A raw grpc-js client for the csi.v1 services over the real unix socket,
-// built straight from csi.proto, so driver tests exercise the wire protocol
-// and not our own CSI client library.
+// built by @grpc/proto-loader straight from csi.proto with the proto's own
+// snake_case names, so driver tests exercise the wire protocol and not the
+// serializers the driver and our CSI client share.
 import assert from "node:assert/strict";
-import { type Client, credentials, type ServiceError, status } from "@grpc/grpc-js";
-import { type CsiServiceName, csiClientConstructor } from "../../sandbox/csi/proto.ts";
+import { fileURLToPath } from "node:url";
+import {
+  type Client,
+  credentials,
+  loadPackageDefinition,
+  type ServiceClientConstructor,
+  type ServiceError,
+  status,
+} from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+
+export type CsiServiceName = "Identity" | "Controller" | "Node";
+
+const csiProtoPath = fileURLToPath(new URL("../../shared/csi/csi.proto", import.meta.url));
+let services: Record<CsiServiceName, ServiceClientConstructor> | undefined;
+
+function csiClientConstructor(name: CsiServiceName): ServiceClientConstructor {
+  if (!services) {
+    const definition = loadSync(csiProtoPath, {
+      keepCase: true,
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    });
+    const pkg = loadPackageDefinition(definition) as unknown as {
+      csi: { v1: Record<CsiServiceName, ServiceClientConstructor> };
+    };
+    services = pkg.csi.v1;
+  }
+  return services[name];
+}
 
 type Unary = (
   request: object,

@@ -111,22 +111,20 @@ test("a burst of CreateVolume calls through the driver shares saves, and each re
         driver
           .invoke("CreateVolume", {
             name: `pvc-burst-${i}`,
-            capacity_range: { required_bytes: "1048576", limit_bytes: "0" },
-            volume_capabilities: [
+            capacityRange: { requiredBytes: 1048576n, limitBytes: 0n },
+            volumeCapabilities: [
               {
-                access_type: "mount",
-                mount: { fs_type: "", mount_flags: [] },
-                access_mode: { mode: "SINGLE_NODE_WRITER" },
+                accessType: "mount",
+                mount: { fsType: "", mountFlags: [] },
+                accessMode: { mode: "SINGLE_NODE_WRITER" },
               },
             ],
             parameters: {},
             secrets: {},
-            volume_content_source: null,
-            accessibility_requirements: null,
-            mutable_parameters: {},
-          } as never)
+            mutableParameters: {},
+          })
           .then(async (reply) => {
-            const id = (reply as { volume: { volume_id: string } }).volume.volume_id;
+            const id = reply.volume?.volumeId ?? "";
             const onDisk = await loadState(join(dir, stateFileName));
             assert.ok(
               onDisk.volumes.some((v) => v.id === id),
