@@ -2,11 +2,11 @@
 // resource events (CloudEvents or watch events), PingSource events and
 // POST /resync run the periodic pass. A controller supplies handleEvent and
 // resync; this module maps the envelope to them.
-import type { Router } from "express";
 import { type ParsedEvent, parseEventRequest } from "../events/index.ts";
 import type { Logger } from "../log.ts";
 import type { Registry } from "../metrics.ts";
 import { createFunctionApp, type FunctionApp, type RequestContext } from "./function-app.ts";
+import type { FunctionRoutes } from "./route-table.ts";
 
 /** One change to one object, as a controller sees it. */
 export interface ControllerEvent {
@@ -28,7 +28,7 @@ export interface Controller {
 export interface ControllerFunctionOptions {
   name: string;
   controller: Controller;
-  routes?: (router: Router, ctx: () => RequestContext) => void;
+  routes?: (router: FunctionRoutes, ctx: () => RequestContext) => void;
   ready?: () => Promise<boolean>;
   logger?: Logger;
   metrics?: Registry;

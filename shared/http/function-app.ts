@@ -22,7 +22,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
-import type { Express, NextFunction, Request, RequestHandler, Response, Router } from "express";
+import type { Express, NextFunction, Request, RequestHandler, Response } from "express";
 import express from "express";
 import type { EventLogFields, Logger } from "../log.ts";
 import { createLogger, requestLogger } from "../log.ts";
@@ -31,7 +31,7 @@ import { outcomeOfStatus, processMetrics, requestMetrics } from "../metrics.ts";
 import { type AuthPolicy, authorize, authPolicyFromEnv } from "./auth.ts";
 import { classifyError } from "./errors.ts";
 import { readRequestBody } from "./read-body.ts";
-import { allows, matchRoute } from "./route-table.ts";
+import { type FunctionRoutes, RouteTable } from "./route-table.ts";
 
 export interface RequestContext {
   log: Logger;
@@ -59,7 +59,7 @@ export interface FunctionSpec<E> {
    * request's context inside a handler. POST handlers that need the body use
    * `rawBody()` from this module.
    */
-  routes?(router: Router, ctx: () => RequestContext): void;
+  routes?(router: FunctionRoutes, ctx: () => RequestContext): void;
   /** Readiness beyond "listening", e.g. "the CSI driver answers Probe". */
   ready?(): Promise<boolean>;
   /** Defaults to the process registry (shared/metrics processMetrics()). */
@@ -217,10 +217,11 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
   app.disable("x-powered-by");
   app.disable("etag");
 
-  const builtin = express.Router();
+  const table = new RouteTable();
+  const builtinRouter = express.Router();
+  const builtin = table.recorder(builtinRouter);
   const extra = express.Router();
-  spec.routes?.(extra, currentContext);
-  const routers = [builtin, extra];
+  spec.routes?.(table.recorder(extra), currentContext);
 
   // Context, request id, and the one log line + metrics per request.
   app.use((req, res, next) => {
@@ -257,6 +258,13 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
     current.run(ctx, next);
   });
 
+  // Which route this is (express matches the table's patterns), for the log, metrics and 405.
+  app.use(table.matcher, (req, _res, next) => {
+    const match = table.matchOf(req);
+    if (match !== undefined) stateOf(req).route = match.pattern;
+    next();
+  });
+
   // Authentication before anything else looks at the request: an unknown
   // caller learns nothing about routes or methods, and no body is read for it.
   if (auth !== undefined) {
@@ -267,7 +275,6 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
         stateOf(req).user = outcome.user.username;
         return next();
       }
-      stateOf(req).route = matchRoute(routers, req.path)?.pattern;
       if (outcome.challenge !== undefined) res.setHeader("www-authenticate", outcome.challenge);
       res.status(outcome.status).json({ error: outcome.error });
     });
@@ -275,10 +282,8 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
 
   // 405 / OPTIONS for known paths, before any router could answer OPTIONS in plain text.
   app.use((req, res, next) => {
-    const match = matchRoute(routers, req.path);
-    if (match === undefined) return next();
-    stateOf(req).route = match.pattern;
-    if (allows(match, req.method)) return next();
+    const match = table.matchOf(req);
+    if (match === undefined || match.methods.has(req.method)) return next();
     const allow = [...match.methods].sort().join(", ");
     res.setHeader("allow", allow);
     if (req.method === "OPTIONS") return void res.status(204).end();
@@ -347,7 +352,7 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
     res.status(200).type(metrics.contentType).send(text);
   });
 
-  app.use(builtin);
+  app.use(builtinRouter);
   // ctx() must see this request even after body parsers or awaits in between.
   app.use((req, _res, next) => current.run(stateOf(req).ctx, next), extra);
 
