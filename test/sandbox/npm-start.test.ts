@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import { it } from "node:test";
 import { kubectl } from "../helpers/kubectl.ts";
 
-it("npm start brings up the whole system, runs the demo to attached, binds static and provisioned claims, and stops cleanly on SIGINT", async () => {
+it("npm start brings up the whole system, runs the demo there and back, binds static and provisioned claims, and SIGTERM stops every process it started", async () => {
   const dir = await mkdtemp(join(tmpdir(), "ksf-start-"));
   const child = spawn(process.execPath, ["sandbox/run-system.ts"], {
     env: { ...process.env, SANDBOX_DIR: dir, RESYNC_INTERVAL_SECONDS: "1" },
@@ -29,6 +29,21 @@ it("npm start brings up the whole system, runs the demo to attached, binds stati
     output.some((l) => /^\s+binder\s+http:\/\/127\.0\.0\.1:\d+$/.test(l)),
     output.join("\n"),
   );
+  // The demo's timeline: the pod ran after its node listed the volume, and everything went again.
+  const at = (text: string): number => output.findIndex((l) => l.includes(text));
+  for (const step of [
+    "lists the volume in status.volumesAttached",
+    "NodePublishVolume",
+    "pod demo-app Running",
+  ])
+    assert.ok(at(step) >= 0, `${step}: ${output.join("\n")}`);
+  assert.ok(at("lists the volume in status.volumesAttached") < at("pod demo-app Running"));
+  for (const step of ["NodeUnpublishVolume", "VolumeAttachment deleted", "DeleteVolume done"])
+    assert.ok(at(step) >= 0, `${step}: ${output.join("\n")}`);
+  const urls = output.flatMap(
+    (l) => /^\s+[A-Za-z -]+?\s+(https?:\/\/127\.0\.0\.1:\d+)$/.exec(l)?.slice(1) ?? [],
+  );
+  assert.ok(urls.length >= 7, urls.join(" "));
   const kubeconfig = join(dir, "kubeconfig");
   const manifests = `
 apiVersion: v1
@@ -81,7 +96,15 @@ spec:
   }
   assert.equal(phase, "Bound", "a dynamically provisioned claim binds too");
   const exited = new Promise((resolve) => child.once("exit", resolve));
-  child.kill("SIGINT");
+  child.kill("SIGTERM");
   assert.equal(await exited, 0);
+  // Nothing it started still answers: the API server, the CSI admin endpoint's peers, every function.
+  for (const url of urls) {
+    const answered = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) }).then(
+      () => true,
+      () => false,
+    );
+    assert.equal(answered, false, `${url} still answers after SIGTERM`);
+  }
   await rm(dir, { recursive: true, force: true });
 });
