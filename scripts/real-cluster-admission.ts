@@ -38,7 +38,6 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { parseAllDocuments } from "yaml";
-import { annBetaStorageProvisioner, annStorageProvisioner } from "../shared/binder/constants.ts";
 import { isNotFound } from "../shared/kube/api-errors.ts";
 import { loadKubeConfig } from "../shared/kube/client.ts";
 import { KubeApiError, KubeJsonClient } from "../shared/kube/json-client.ts";
@@ -53,7 +52,11 @@ import {
   volumeAttachments,
 } from "../shared/kube/resources.ts";
 import type { KubeObject, PersistentVolumeClaim } from "../shared/kube/types.ts";
-import { provisioningFinalizer } from "../shared/provisioner/constants.ts";
+import {
+  annBetaStorageProvisioner,
+  annStorageProvisioner,
+  provisioningFinalizer,
+} from "../shared/kube/well-known.ts";
 import { goParseError } from "../shared/tls/go-x509.ts";
 
 const repoRoot = resolve(fileURLToPath(new URL("..", import.meta.url)));

@@ -13,6 +13,7 @@
 import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { connect } from "node:tls";
+import { rfc3339 } from "../../shared/kube/time.ts";
 import {
   EKU_ANY,
   EKU_SERVER_AUTH,
@@ -41,11 +42,6 @@ export function goRootPool(caBundlePem: string): { pem: string[]; roots: GoCerti
     }
   }
   return { pem, roots };
-}
-
-/** Go's time.RFC3339 at second precision, in UTC as kube-apiserver's containers run. */
-function rfc3339(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 /** Go's isValid for one certificate: unhandled critical extensions, then the validity period. */

@@ -9,14 +9,11 @@
 // "9") always come first in ascending numeric order. An object with such a map
 // key is written by goJson's slower encoder instead.
 import { randomUUID } from "node:crypto";
+import { isRecord } from "../../shared/is-record.ts";
 import type { ResourceType } from "./resources.ts";
 import type { KubeObject } from "./store.ts";
 
 type Json = Record<string, unknown>;
-
-function isObject(v: unknown): v is Json {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 const resourceList = (prefix: string): string[] => [`${prefix}.requests`, `${prefix}.limits`];
 
@@ -120,16 +117,16 @@ function visit(
   fn: (parent: Json, key: string) => void,
 ): void {
   if (i === path.length - 1) {
-    if (isObject(node) && isObject(node[path[i]!])) fn(node, path[i]!);
+    if (isRecord(node) && isRecord(node[path[i]!])) fn(node, path[i]!);
     return;
   }
   const step = path[i]!;
   if (path[i + 1] === "[]") {
-    const list = isObject(node) ? node[step] : undefined;
+    const list = isRecord(node) ? node[step] : undefined;
     if (Array.isArray(list)) for (const item of list) visit(item, path, i + 2, fn);
     return;
   }
-  if (isObject(node)) visit(node[step], path, i + 1, fn);
+  if (isRecord(node)) visit(node[step], path, i + 1, fn);
 }
 
 /** Go compares map keys as byte strings; for the ASCII keys Kubernetes allows, code units agree. */
@@ -152,7 +149,7 @@ function sortedCopy(m: Json): Json {
 
 function sortAll(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(sortAll);
-  if (!isObject(v)) return v;
+  if (!isRecord(v)) return v;
   const out = sortedCopy(v);
   for (const k of Object.keys(out)) out[k] = sortAll(out[k]);
   return out;
@@ -213,14 +210,14 @@ function hasIndexKeys(t: ResourceType, o: unknown): boolean {
 
 function containsIndexKey(v: unknown): boolean {
   if (Array.isArray(v)) return v.some(containsIndexKey);
-  if (!isObject(v)) return false;
+  if (!isRecord(v)) return false;
   return hasIndexKey(v) || Object.values(v).some(containsIndexKey);
 }
 
 /** JSON text with every key of every object in Go's order (only for the rare objects that need it). */
 function encodeSorted(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map((e) => (e === undefined ? "null" : encodeSorted(e))).join(",")}]`;
-  if (!isObject(v)) return JSON.stringify(v) ?? "null";
+  if (!isRecord(v)) return JSON.stringify(v) ?? "null";
   const parts: string[] = [];
   for (const k of Object.keys(v).sort(byGoOrder)) {
     if (v[k] !== undefined) parts.push(`${JSON.stringify(k)}:${encodeSorted(v[k])}`);

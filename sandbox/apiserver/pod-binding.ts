@@ -3,6 +3,9 @@
 // target a Node; a pod already assigned or being deleted is a 409 Conflict;
 // the pod gets spec.nodeName, the Binding's annotations and PodScheduled=True
 // in one write.
+
+import { isRecord } from "../../shared/is-record.ts";
+import { rfc3339 } from "../../shared/kube/time.ts";
 import type { Registry } from "./registry.ts";
 import { findResourceType } from "./resources.ts";
 import { ApiError, badRequest, conflict } from "./status.ts";
@@ -12,17 +15,9 @@ const podType = findResourceType("", "v1", "pods")!;
 /** Errors name the subresource, as kube-apiserver's do. */
 const bindingType = { ...podType, plural: "pods/binding" };
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function now(): string {
-  return new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
 function stringMap(v: unknown): Record<string, string> | undefined {
   if (v === undefined || v === null) return undefined;
-  if (!isObject(v) || !Object.values(v).every((x) => typeof x === "string")) {
+  if (!isRecord(v) || !Object.values(v).every((x) => typeof x === "string")) {
     throw badRequest("metadata.annotations of the Binding must map strings to strings");
   }
   return v as Record<string, string>;
@@ -36,15 +31,15 @@ export function bindPod(
   body: unknown,
   dryRun: boolean,
 ): Record<string, unknown> {
-  if (!isObject(body)) throw badRequest("the body of the request must be a JSON object");
+  if (!isRecord(body)) throw badRequest("the body of the request must be a JSON object");
   if (body.kind !== undefined && body.kind !== "Binding") {
     throw badRequest(
       `the kind in the data (${String(body.kind)}) does not match the expected kind (Binding)`,
     );
   }
-  const meta = isObject(body.metadata) ? body.metadata : {};
+  const meta = isRecord(body.metadata) ? body.metadata : {};
   if (meta.name !== podName) throw badRequest("name in URL does not match name in Binding object");
-  const target = isObject(body.target) ? body.target : {};
+  const target = isRecord(body.target) ? body.target : {};
   const causes: { field: string; message: string }[] = [];
   if (target.kind !== undefined && target.kind !== "" && target.kind !== "Node") {
     causes.push({
@@ -89,7 +84,7 @@ export function bindPod(
   if (old.metadata.deletionTimestamp) {
     throw refuse(`pod ${podName} is being deleted, cannot be assigned to a host`);
   }
-  const spec = isObject(old.spec) ? old.spec : {};
+  const spec = isRecord(old.spec) ? old.spec : {};
   if (typeof spec.nodeName === "string" && spec.nodeName !== "") {
     throw refuse(`pod ${podName} is already assigned to node "${spec.nodeName}"`);
   }
@@ -98,12 +93,17 @@ export function bindPod(
   }
 
   const next = structuredClone(old);
-  next.spec = { ...(isObject(next.spec) ? next.spec : {}), nodeName: target.name };
+  next.spec = { ...(isRecord(next.spec) ? next.spec : {}), nodeName: target.name };
   if (annotations) next.metadata.annotations = { ...next.metadata.annotations, ...annotations };
-  const status = isObject(next.status) ? next.status : {};
+  const status = isRecord(next.status) ? next.status : {};
   const conditions = Array.isArray(status.conditions) ? (status.conditions as Record<string, unknown>[]) : [];
-  const scheduled = { type: "PodScheduled", status: "True", lastProbeTime: null, lastTransitionTime: now() };
-  const at = conditions.findIndex((c) => isObject(c) && c.type === "PodScheduled");
+  const scheduled = {
+    type: "PodScheduled",
+    status: "True",
+    lastProbeTime: null,
+    lastTransitionTime: rfc3339(new Date()),
+  };
+  const at = conditions.findIndex((c) => isRecord(c) && c.type === "PodScheduled");
   if (at < 0) conditions.push(scheduled);
   else if (conditions[at]!.status !== "True") conditions[at] = scheduled;
   next.status = { ...status, conditions };

@@ -1,6 +1,9 @@
 // kube-apiserver's graceful deletion of pods: a DELETE of a pod that a node
 // may still be running only marks it (deletionTimestamp, grace period); the
 // kubelet tears it down and deletes it again with grace period 0.
+
+import { isRecord } from "../../shared/is-record.ts";
+import { rfc3339 } from "../../shared/kube/time.ts";
 import type { KubeObject } from "./store.ts";
 
 /** What a DELETE does to a pod. */
@@ -12,22 +15,14 @@ export type PodDeletion =
 /** Pods without a grace period of their own get kube's default. */
 export const defaultTerminationGracePeriodSeconds = 30;
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function rfc3339(ms: number): string {
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
 /**
  * The grace period a DELETE asks of a pod: the request's, else the pod's
  * terminationGracePeriodSeconds, else 30; 0 for a pod no node runs (never
  * scheduled, or already Succeeded/Failed). A negative request counts as 1 s.
  */
 export function podGracePeriod(pod: KubeObject, requested: number | undefined): number {
-  const spec = isObject(pod.spec) ? pod.spec : {};
-  const status = isObject(pod.status) ? pod.status : {};
+  const spec = isRecord(pod.spec) ? pod.spec : {};
+  const status = isRecord(pod.status) ? pod.status : {};
   const own = spec.terminationGracePeriodSeconds;
   let period =
     requested ??
@@ -53,10 +48,14 @@ export function planPodDeletion(pod: KubeObject, requested: number | undefined, 
     const startedMs = Date.parse(meta.deletionTimestamp) - current * 1000;
     return {
       kind: "mark",
-      deletionTimestamp: rfc3339(startedMs + period * 1000),
+      deletionTimestamp: rfc3339(new Date(startedMs + period * 1000)),
       gracePeriodSeconds: period,
     };
   }
   if (period === 0) return { kind: "now" };
-  return { kind: "mark", deletionTimestamp: rfc3339(nowMs + period * 1000), gracePeriodSeconds: period };
+  return {
+    kind: "mark",
+    deletionTimestamp: rfc3339(new Date(nowMs + period * 1000)),
+    gracePeriodSeconds: period,
+  };
 }

@@ -4,6 +4,8 @@
 // types, graceful deletion with finalizers, and selector-filtered lists.
 import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
+import { isRecord } from "../../shared/is-record.ts";
+import { rfc3339 } from "../../shared/kube/time.ts";
 import { applyDefaults } from "./defaults.ts";
 import { required } from "./field-errors.ts";
 import { sortMapKeys } from "./map-keys.ts";
@@ -83,14 +85,6 @@ function randomSuffix(): string {
   for (let i = 0; i < 5; i++)
     s += generateNameAlphabet[Math.floor(Math.random() * generateNameAlphabet.length)];
   return s;
-}
-
-function now(): string {
-  return new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** Metadata the server owns: an update cannot change it. */
@@ -237,7 +231,7 @@ export class Registry {
     if (errors.length > 0) throw invalid(t, meta.name, errors);
 
     meta.uid = randomUUID();
-    meta.creationTimestamp = now();
+    meta.creationTimestamp = rfc3339(new Date());
     delete meta.deletionTimestamp;
     delete meta.deletionGracePeriodSeconds;
     if (t.statusOnCreate) o.status = t.statusOnCreate();
@@ -348,7 +342,9 @@ export class Registry {
       if (plan.kind === "pending") return o;
       if (plan.kind === "mark" || (o.metadata.finalizers ?? []).length > 0) {
         o.metadata.deletionTimestamp =
-          plan.kind === "mark" ? plan.deletionTimestamp : (o.metadata.deletionTimestamp ?? now());
+          plan.kind === "mark"
+            ? plan.deletionTimestamp
+            : (o.metadata.deletionTimestamp ?? rfc3339(new Date()));
         o.metadata.deletionGracePeriodSeconds = plan.kind === "mark" ? plan.gracePeriodSeconds : 0;
         if (options.dryRun || isDeepStrictEqual(o, old)) return o;
         o.metadata.resourceVersion = this.store.nextRevision().toString();
@@ -359,7 +355,7 @@ export class Registry {
     if ((o.metadata.finalizers ?? []).length > 0) {
       // Graceful deletion: the object stays, marked, until its last finalizer goes.
       if (o.metadata.deletionTimestamp) return o;
-      o.metadata.deletionTimestamp = now();
+      o.metadata.deletionTimestamp = rfc3339(new Date());
       o.metadata.deletionGracePeriodSeconds = 0;
       if (options.dryRun) return o;
       o.metadata.resourceVersion = this.store.nextRevision().toString();
@@ -375,7 +371,7 @@ export class Registry {
 
   /** Objects seeded as they are (uid, status, resourceVersion stamped fresh): the test hook. */
   seed(body: unknown): KubeObject {
-    if (!isObject(body) || typeof body.apiVersion !== "string" || typeof body.kind !== "string") {
+    if (!isRecord(body) || typeof body.apiVersion !== "string" || typeof body.kind !== "string") {
       throw badRequest("seeded objects need apiVersion and kind");
     }
     const t = findResourceTypeByKind(body.apiVersion, body.kind);
@@ -384,7 +380,7 @@ export class Registry {
     if (!o.metadata.name) throw badRequest("seeded objects need metadata.name");
     if (t.namespaced) o.metadata.namespace ??= "default";
     o.metadata.uid ??= randomUUID();
-    o.metadata.creationTimestamp ??= now();
+    o.metadata.creationTimestamp ??= rfc3339(new Date());
     applyDefaults(t.plural, o);
     const existed = this.store.peek(t, o.metadata.namespace, o.metadata.name) !== undefined;
     o.metadata.resourceVersion = this.store.nextRevision().toString();
@@ -494,7 +490,7 @@ export class Registry {
 
   /** Parses a request body into an object of type t, checking apiVersion/kind when given. */
   private decode(t: ResourceType, body: unknown): KubeObject {
-    if (!isObject(body)) throw badRequest("the body of the request must be a JSON object");
+    if (!isRecord(body)) throw badRequest("the body of the request must be a JSON object");
     const o = structuredClone(body) as KubeObject;
     const expected = apiVersionOf(t);
     if (o.apiVersion !== undefined && o.apiVersion !== expected) {
@@ -508,7 +504,7 @@ export class Registry {
       );
     }
     if (o.metadata === undefined) o.metadata = {};
-    if (!isObject(o.metadata)) throw badRequest("metadata must be an object");
+    if (!isRecord(o.metadata)) throw badRequest("metadata must be an object");
     o.apiVersion = expected;
     o.kind = t.kind;
     return o;

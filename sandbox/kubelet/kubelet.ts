@@ -25,6 +25,7 @@ import {
   type ResourceDescriptor,
   volumeAttachments,
 } from "../../shared/kube/resources.ts";
+import { rfc3339 } from "../../shared/kube/time.ts";
 import type {
   CSIDriver,
   Node,
@@ -89,10 +90,6 @@ interface Mount {
 
 const maxBackoffMs = 30_000;
 const firstBackoffMs = 500;
-
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
-}
 
 function podKey(p: Pod): string {
   return `${p.metadata.namespace ?? "default"}/${p.metadata.name}`;

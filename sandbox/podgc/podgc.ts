@@ -6,6 +6,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { nodes, pods, type ResourceDescriptor } from "../../shared/kube/resources.ts";
+import { rfc3339 } from "../../shared/kube/time.ts";
 import type { Node, Pod } from "../../shared/kube/types.ts";
 import { createLogger, type Logger } from "../../shared/log.ts";
 import { Reactor } from "../cluster/reactor.ts";
@@ -25,10 +26,6 @@ export interface SandboxPodGcOptions {
 
 /** What the pod gc reads. */
 export const podGcKinds: readonly ResourceDescriptor[] = [pods, nodes];
-
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
-}
 
 export class SandboxPodGc {
   private readonly json: KubeJsonClient;

@@ -16,6 +16,7 @@ import {
   type ResourceDescriptor,
   storageClasses,
 } from "../../shared/kube/resources.ts";
+import { rfc3339 } from "../../shared/kube/time.ts";
 import type {
   CSINode,
   KubeObject,
@@ -269,8 +270,4 @@ function isPending(p: Pod): boolean {
   // A gated pod waits for its gates to be removed before the scheduler looks at it.
   if (Array.isArray(spec.schedulingGates) && spec.schedulingGates.length > 0) return false;
   return spec.schedulerName === undefined || spec.schedulerName === schedulerName;
-}
-
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
 }

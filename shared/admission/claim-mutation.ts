@@ -16,11 +16,15 @@
 // Idempotent, so kube-apiserver may reinvoke the hook (reinvocationPolicy
 // IfNeeded): a second pass changes nothing.
 
-import { annBetaStorageProvisioner, annStorageProvisioner } from "../binder/constants.ts";
-import { claimClass, claimHasClass, defaultStorageClass } from "../binder/volume-helpers.ts";
+import { claimClass, claimHasClass, defaultStorageClass } from "../kube/claim-class.ts";
 import type { PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
-import { provisioningFinalizer } from "../provisioner/constants.ts";
-import { pvcProtectionFinalizer, waitForFirstConsumer } from "./constants.ts";
+import {
+  annBetaStorageProvisioner,
+  annStorageProvisioner,
+  provisioningFinalizer,
+  pvcProtectionFinalizer,
+} from "../kube/well-known.ts";
+import { waitForFirstConsumer } from "./constants.ts";
 
 export interface ClaimMutationInput {
   claim: PersistentVolumeClaim;

@@ -17,10 +17,10 @@
 // main-resource update to the stored one, so that is the truth.
 
 import { isDeepStrictEqual } from "node:util";
-import { annBetaStorageClass } from "../binder/constants.ts";
-import { claimClass } from "../binder/volume-helpers.ts";
+import { claimClass } from "../kube/claim-class.ts";
 import { compareQuantities, parseQuantityMilli } from "../kube/quantity.ts";
 import type { PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
+import { annBetaStorageClass } from "../kube/well-known.ts";
 import { message } from "./constants.ts";
 import { type FieldError, forbidden, invalid } from "./field-errors.ts";
 

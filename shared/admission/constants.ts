@@ -1,11 +1,6 @@
-// Finalizers and messages of the built-in admission plugins this webhook
-// mirrors, spelled as upstream spells them (plugin/pkg/admission/storage/...,
+// Names and messages of the built-in admission plugins this webhook mirrors,
+// spelled as upstream spells them (plugin/pkg/admission/storage/...,
 // pkg/apis/core/validation, pkg/api/persistentvolume[claim]/util.go).
-
-/** StorageObjectInUseProtection: the PVC protection controller removes it once no pod uses the claim. */
-export const pvcProtectionFinalizer = "kubernetes.io/pvc-protection";
-/** StorageObjectInUseProtection: the PV protection controller removes it once no claim is bound. */
-export const pvProtectionFinalizer = "kubernetes.io/pv-protection";
 
 export const waitForFirstConsumer = "WaitForFirstConsumer";
 

@@ -4,7 +4,7 @@
 // lookup fails. No hook writes anything, so dryRun requests are answered
 // exactly like the others (sideEffects: None).
 
-import { claimHasClass } from "../binder/volume-helpers.ts";
+import { claimHasClass } from "../kube/claim-class.ts";
 import type { StorageClass } from "../kube/types.ts";
 import {
   attacherDriverErrors,

@@ -11,14 +11,11 @@
 // applies to the original too (it only adds where the copy has nothing,
 // which replaces a null).
 
+import { isRecord } from "../is-record.ts";
 import type { PersistentVolume, PersistentVolumeClaim, VolumeAttachment } from "../kube/types.ts";
 import { AdmissionReviewError, describeJsonValue } from "./review.ts";
 
 type Json = Record<string, unknown>;
-
-function isRecord(value: unknown): value is Json {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function fail(path: string, expected: string, value: unknown): never {
   throw new AdmissionReviewError(`${path} must be ${expected}, got ${describeJsonValue(value)}`);

@@ -4,7 +4,7 @@
 // Idempotent: a volume that has it already is left as it is.
 
 import type { PersistentVolume } from "../kube/types.ts";
-import { pvProtectionFinalizer } from "./constants.ts";
+import { pvProtectionFinalizer } from "../kube/well-known.ts";
 
 export function mutateVolumeOnCreate(volume: PersistentVolume): PersistentVolume {
   const finalizers = volume.metadata.finalizers ?? [];

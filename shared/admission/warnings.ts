@@ -3,9 +3,9 @@
 // kube-apiserver drops a warning text it has already recorded for the
 // request, so repeating one the API server also emits is harmless.
 
-import { annBetaStorageClass } from "../binder/constants.ts";
 import { parseQuantityMilli } from "../kube/quantity.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
+import { annBetaStorageClass } from "../kube/well-known.ts";
 import { message } from "./constants.ts";
 
 const betaClassField = `metadata.annotations[${annBetaStorageClass}]`;

@@ -38,13 +38,6 @@ export const detachLog = {
   timeoutIgnored: "Drain timeout expired for volume but disableForceDetachOnTimeout was set",
 } as const;
 
-/**
- * On a single-node (RWO/RWOP) PV: the node it is reserved for. Taken with a
- * conditional write before a VolumeAttachment is created and released once
- * no VolumeAttachment for that node is left, so two reconciles running at
- * once for different nodes can never attach the volume twice.
- */
-export const annAttachLock = "attachdetach.kube-storage-functions.io/node";
 /** On a VolumeAttachment: the success Event was sent (upstream sends it once, from memory). */
 export const annAttachReported = "attachdetach.kube-storage-functions.io/attach-reported";
 /** On a VolumeAttachment: the attachError.time already announced with FailedAttachVolume. */

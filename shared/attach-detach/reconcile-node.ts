@@ -4,6 +4,8 @@
 // VolumeAttachments. The node's status.volumesAttached is brought in step
 // first (so a volume leaves it before its detach starts), then detach, then
 // attach; single-node volumes never attach to a second node.
+
+import { isMultiAttachAllowed } from "../kube/multi-attach.ts";
 import type {
   CSIDriver,
   Node,
@@ -12,9 +14,9 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../kube/types.ts";
+import { annAttachLock } from "../kube/well-known.ts";
 import {
   annAttachErrorReported,
-  annAttachLock,
   annAttachReported,
   annDetachRequestedAt,
   annListedAt,
@@ -87,13 +89,6 @@ function claimNamesOf(pod: Pod): string[] {
     else if (v.ephemeral) names.push(`${pod.metadata.name}-${v.name}`);
   }
   return names;
-}
-
-/** RWX or ROX lets a volume attach to several nodes; RWO/RWOP alone do not (an empty list: let the driver decide). */
-export function isMultiAttachAllowed(pv: PersistentVolume): boolean {
-  const modes = pv.spec.accessModes ?? [];
-  if (modes.length === 0) return true;
-  return modes.includes("ReadWriteMany") || modes.includes("ReadOnlyMany");
 }
 
 /** Desired attachments on the node, keyed by PV name. */

@@ -2,14 +2,15 @@
 // spec it carries (CSI migration of inline volumes), exactly one of them, and
 // its CSI source. Error texts are upstream's (csi_handler.go csiAttach /
 // csiDetach / getProcessedPVSpec), since they end up in VA status.
-import { annAttachLock } from "../attach-detach/constants.ts";
-import { isMultiAttachAllowed } from "../attach-detach/reconcile-node.ts";
+
+import { isMultiAttachAllowed } from "../kube/multi-attach.ts";
 import type {
   CSIPersistentVolumeSource,
   PersistentVolume,
   PersistentVolumeSpec,
   VolumeAttachment,
 } from "../kube/types.ts";
+import { annAttachLock } from "../kube/well-known.ts";
 
 export type SourceResult =
   | {

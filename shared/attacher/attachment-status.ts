@@ -1,14 +1,11 @@
 // VolumeAttachment status as upstream writes it (util.go markAsAttached /
 // markAsDetached, csi_handler.go saveAttachError / saveDetachError). Pure:
 // a status in, the next status out; the runtime writes it to /status.
+
+import { rfc3339 } from "../kube/time.ts";
 import type { VolumeAttachment, VolumeError } from "../kube/types.ts";
 
 export type AttachmentStatus = NonNullable<VolumeAttachment["status"]>;
-
-/** metav1.Time on the wire: RFC 3339 with whole seconds. */
-export function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
-}
 
 /** errorCode only for gRPC failures (upstream: status.FromError ok). */
 /** kube-apiserver refuses a VolumeError message over 1024 bytes (maxVolumeErrorMessageSize). */

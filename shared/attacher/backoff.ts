@@ -4,8 +4,9 @@
 // event) would trigger the next ControllerPublish at once: a hot loop. The
 // annotations are written before the error goes to status, so the event of
 // either write already finds the attachment backing off.
+
+import { rfc3339 } from "../kube/time.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
-import { rfc3339 } from "./attachment-status.ts";
 import {
   annAttachFailures,
   annAttachRetryAfter,

@@ -1,17 +1,8 @@
 // Annotation keys, phases, Event reasons and messages of the PersistentVolume
 // controller, with the exact spelling kubectl users and other controllers see.
 
-export const annBindCompleted = "pv.kubernetes.io/bind-completed";
-export const annBoundByController = "pv.kubernetes.io/bound-by-controller";
-export const annDynamicallyProvisioned = "pv.kubernetes.io/provisioned-by";
-export const annStorageProvisioner = "volume.kubernetes.io/storage-provisioner";
-export const annBetaStorageProvisioner = "volume.beta.kubernetes.io/storage-provisioner";
-export const annSelectedNode = "volume.kubernetes.io/selected-node";
-export const annBetaStorageClass = "volume.beta.kubernetes.io/storage-class";
 export const annPreResizeCapacity = "volume.alpha.kubernetes.io/pre-resize-capacity";
 export const annMigratedTo = "pv.kubernetes.io/migrated-to";
-export const annDefaultClass = "storageclass.kubernetes.io/is-default-class";
-export const annBetaDefaultClass = "storageclass.beta.kubernetes.io/is-default-class";
 
 export const eventSource = "persistentvolume-controller";
 

@@ -1,11 +1,13 @@
 // "Why is my PVC Pending?": every volume with the exact reason the binder
 // passes it over, and what the binder is waiting for. Built from the same
 // checks and the same decision the sync makes, so it cannot drift from them.
+
+import { claimClass } from "../kube/claim-class.ts";
 import type { PersistentVolumeClaim } from "../kube/types.ts";
-import { annSelectedNode, annStorageProvisioner } from "./constants.ts";
+import { annSelectedNode, annStorageProvisioner } from "../kube/well-known.ts";
 import { claimSelectorError, judgeVolumeForClaim, type SkipReason } from "./find-best-match.ts";
 import { type ClaimSyncView, isDelayBinding, syncClaim, whyVolumeCannotSatisfyClaim } from "./sync-claim.ts";
-import { claimClass, volumeHasAccessModes } from "./volume-helpers.ts";
+import { volumeHasAccessModes } from "./volume-helpers.ts";
 
 export interface VolumeExplanation {
   name: string;

@@ -1,15 +1,15 @@
 // findBestMatchForClaim: which existing PersistentVolume an unbound claim
 // gets. Same order of checks and the same winner as upstream's index search,
 // and the same per-volume verdicts feed "why is my PVC Pending?".
+
+import { claimClass, volumeClass } from "../kube/claim-class.ts";
 import { claimSelectorMatches, validateLabelSelector } from "../kube/label-selector.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
 import { volumePhase } from "./constants.ts";
 import {
   accessModesKey,
   capacityBytes,
-  claimClass,
   isVolumeBoundToClaim,
-  volumeClass,
   volumeIsLargeEnough,
   volumeModeMismatch,
 } from "./volume-helpers.ts";

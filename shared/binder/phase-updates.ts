@@ -3,13 +3,13 @@
 // caller writes nothing).
 import { compareQuantities } from "../kube/quantity.ts";
 import type { ObjectReference, PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
-import { provisioningFinalizer } from "../provisioner/constants.ts";
 import {
   annBindCompleted,
   annBoundByController,
   annDynamicallyProvisioned,
-  annPreResizeCapacity,
-} from "./constants.ts";
+  provisioningFinalizer,
+} from "../kube/well-known.ts";
+import { annPreResizeCapacity } from "./constants.ts";
 import { isVolumeBoundToClaim } from "./volume-helpers.ts";
 
 function withAnnotation<T extends { metadata: { annotations?: Record<string, string> } }>(

@@ -1,11 +1,13 @@
 // provisionClaim: hand a claim with a class to that class's provisioner. The
 // controller has no in-tree plugins, so every provisioner outside
 // kubernetes.io/ is external: annotate the claim and say so with an Event.
+
+import { claimClass } from "../kube/claim-class.ts";
 import { progressEventsDue } from "../kube/progress-events.ts";
 import type { PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
-import { annBetaStorageProvisioner, annStorageProvisioner, message, reason } from "./constants.ts";
+import { annBetaStorageProvisioner, annStorageProvisioner } from "../kube/well-known.ts";
+import { message, reason } from "./constants.ts";
 import type { Planner } from "./plan.ts";
-import { claimClass } from "./volume-helpers.ts";
 
 export function provisionClaim(
   p: Planner,

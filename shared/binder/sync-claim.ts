@@ -2,8 +2,11 @@
 // decision. Mirrors upstream's syncUnboundClaim / syncBoundClaim / bind,
 // including the order of writes, so a crash between any two steps leaves a
 // state the next sync completes.
+
+import { claimClass, claimHasClass, defaultStorageClass, volumeClass } from "../kube/claim-class.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../kube/types.ts";
-import { annBindCompleted, claimPhase, message, reason, volumePhase } from "./constants.ts";
+import { annBindCompleted } from "../kube/well-known.ts";
+import { claimPhase, message, reason, volumePhase } from "./constants.ts";
 import { findBestMatchForClaim } from "./find-best-match.ts";
 import {
   claimBoundToVolume,
@@ -15,15 +18,11 @@ import {
 import { Planner as PlanBuilder, type Planner, type SyncPlan } from "./plan.ts";
 import { provisionClaim } from "./provision-claim.ts";
 import {
-  claimClass,
-  claimHasClass,
   claimRefKey,
-  defaultStorageClass,
   hasAnnotation,
   isBoundByController,
   isDelayBindingProvisioning,
   isVolumeBoundToClaim,
-  volumeClass,
   volumeHasAccessModes,
   volumeIsLargeEnough,
   volumeModeMismatch,

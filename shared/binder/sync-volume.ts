@@ -2,14 +2,8 @@
 // decision: Available / Bound / Released transitions, unbinding volumes whose
 // claim went elsewhere, and the reclaim policy once the claim is gone.
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
-import {
-  annBoundByController,
-  annDynamicallyProvisioned,
-  annMigratedTo,
-  message,
-  reason,
-  volumePhase,
-} from "./constants.ts";
+import { annBoundByController, annDynamicallyProvisioned } from "../kube/well-known.ts";
+import { annMigratedTo, message, reason, volumePhase } from "./constants.ts";
 import { volumeWithPhase } from "./phase-updates.ts";
 import { Planner, type SyncPlan } from "./plan.ts";
 import { podUsesClaim } from "./sync-claim.ts";

@@ -1,40 +1,8 @@
 // Small facts about claims and volumes that every binder decision asks:
-// which class, how big, which modes, who is bound to whom.
+// how big, which modes, who is bound to whom (the class: shared/kube/claim-class.ts).
 import { compareQuantities, parseQuantityBytes } from "../kube/quantity.ts";
-import type {
-  ObjectReference,
-  PersistentVolume,
-  PersistentVolumeClaim,
-  StorageClass,
-} from "../kube/types.ts";
-import {
-  annBetaDefaultClass,
-  annBetaStorageClass,
-  annBoundByController,
-  annDefaultClass,
-  annSelectedNode,
-} from "./constants.ts";
-
-/** The claim's class: the beta annotation wins over spec.storageClassName; "" when neither. */
-export function claimClass(claim: PersistentVolumeClaim): string {
-  const beta = claim.metadata.annotations?.[annBetaStorageClass];
-  if (beta !== undefined) return beta;
-  return claim.spec.storageClassName ?? "";
-}
-
-/** Whether the user asked for a class at all ("" counts: it means "no class, no default"). */
-export function claimHasClass(claim: PersistentVolumeClaim): boolean {
-  return (
-    claim.metadata.annotations?.[annBetaStorageClass] !== undefined ||
-    (claim.spec.storageClassName !== undefined && claim.spec.storageClassName !== null)
-  );
-}
-
-export function volumeClass(volume: PersistentVolume): string {
-  const beta = volume.metadata.annotations?.[annBetaStorageClass];
-  if (beta !== undefined) return beta;
-  return volume.spec.storageClassName ?? "";
-}
+import type { ObjectReference, PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
+import { annBoundByController, annSelectedNode } from "../kube/well-known.ts";
 
 export function requestedStorage(claim: PersistentVolumeClaim): string {
   return claim.spec.resources?.requests?.storage ?? "0";
@@ -113,27 +81,6 @@ export function isBoundByController(o: { metadata: { annotations?: Record<string
 /** The scheduler picked a node for this WaitForFirstConsumer claim. */
 export function isDelayBindingProvisioning(claim: PersistentVolumeClaim): boolean {
   return hasAnnotation(claim, annSelectedNode);
-}
-
-export function isDefaultClass(cls: StorageClass): boolean {
-  const a = cls.metadata.annotations ?? {};
-  return a[annDefaultClass] === "true" || a[annBetaDefaultClass] === "true";
-}
-
-/** The default class: newest creationTimestamp wins, ties by name (as upstream since 1.28). */
-export function defaultStorageClass(classes: readonly StorageClass[]): StorageClass | undefined {
-  let best: StorageClass | undefined;
-  for (const c of classes) {
-    if (!isDefaultClass(c)) continue;
-    if (!best) {
-      best = c;
-      continue;
-    }
-    const a = Date.parse(c.metadata.creationTimestamp ?? "") || 0;
-    const b = Date.parse(best.metadata.creationTimestamp ?? "") || 0;
-    if (a > b || (a === b && c.metadata.name < best.metadata.name)) best = c;
-  }
-  return best;
 }
 
 const accessModeOrder = ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"];

@@ -22,6 +22,7 @@
 // layer would read a 4xx `status` as the sender's bad input.
 
 import { Metadata } from "@grpc/grpc-js";
+import { isRecord } from "../is-record.ts";
 
 /** gRPC status codes (google.golang.org/grpc/codes), by their canonical names. */
 export const GrpcCode = {
@@ -73,10 +74,6 @@ export type GrpcCodeName = (typeof CODE_NAMES)[number];
 /** "DeadlineExceeded" for 4; "Unknown" for anything that is not a gRPC code. */
 export function grpcCodeName(code: number | undefined): GrpcCodeName {
   return (code !== undefined && CODE_NAMES[code]) || "Unknown";
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null;
 }
 
 /**

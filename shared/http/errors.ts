@@ -22,6 +22,7 @@
 // an API 404/403/422 that escapes a handler is not mistaken for bad input.
 
 import { ApiException } from "@kubernetes/client-node";
+import { isRecord } from "../is-record.ts";
 import { isConflict, isTransient, retryAfterSeconds } from "../kube/api-errors.ts";
 import { ConflictRetriesExhaustedError } from "../kube/optimistic-update.ts";
 
@@ -65,10 +66,6 @@ export interface ErrorAnswer {
 // CSI (gRPC) status codes after which the same call may succeed: DEADLINE_EXCEEDED 4,
 // RESOURCE_EXHAUSTED 8, ABORTED 10 (CSI: "operation pending for volume"), UNAVAILABLE 14.
 const TRANSIENT_GRPC_CODES = new Set([4, 8, 10, 14]);
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null;
-}
 
 /** A grpc-js ServiceError: numeric `code` 0..16 with `details` and `metadata`. */
 export function isTransientGrpcError(err: unknown): boolean {

@@ -5,6 +5,7 @@
 // chain carries a Node or undici error code).
 //
 // Everything takes `unknown` because callers catch arbitrary throwables.
+import { isRecord } from "../is-record.ts";
 
 /** The parts of a metav1.Status we care about. */
 export interface ApiStatus {
@@ -12,10 +13,6 @@ export interface ApiStatus {
   reason?: string;
   message?: string;
   details?: { retryAfterSeconds?: number; name?: string; kind?: string };
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null;
 }
 
 /** Parses the metav1.Status carried by an API error, if any. */

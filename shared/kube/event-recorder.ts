@@ -16,6 +16,7 @@ import { hostname } from "node:os";
 import { isAlreadyExists, isConflict, isNotFound } from "./api-errors.ts";
 import type { KubeJsonClient } from "./json-client.ts";
 import { events } from "./resources.ts";
+import { rfc3339 } from "./time.ts";
 import type { KubeEvent } from "./types.ts";
 
 /** The object an Event is about: any Kubernetes object, typed loosely so every client's objects fit. */
@@ -91,11 +92,6 @@ export function eventName(
   // A cut name may end in "-" or "."; a label must end alphanumeric.
   const prefix = (m.name ?? "").slice(0, MAX_PREFIX).replace(/[^a-z0-9]+$/, "");
   return `${prefix}.${suffix}`;
-}
-
-// metav1.Time has second precision; send what upstream sends.
-function rfc3339(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
 export class EventRecorder {

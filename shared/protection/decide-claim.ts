@@ -5,7 +5,7 @@
 // after the claim: pods at hand alone never free a claim, as they may be
 // behind.
 import type { PersistentVolumeClaim, Pod } from "../kube/types.ts";
-import { pvcProtectionFinalizer } from "./constants.ts";
+import { pvcProtectionFinalizer } from "../kube/well-known.ts";
 import { isDeletionCandidate, needToAddFinalizer, withFinalizer, withoutFinalizer } from "./finalizers.ts";
 import { podUsesClaim } from "./pod-usage.ts";
 

@@ -2,7 +2,7 @@
 // being deleted loses kubernetes.io/pv-protection once its phase is no longer
 // Bound (the binder releases it when its claim goes); no claim is looked up.
 import type { PersistentVolume } from "../kube/types.ts";
-import { pvProtectionFinalizer } from "./constants.ts";
+import { pvProtectionFinalizer } from "../kube/well-known.ts";
 import { isDeletionCandidate, needToAddFinalizer, withFinalizer, withoutFinalizer } from "./finalizers.ts";
 
 export type VolumeStep =

@@ -10,14 +10,9 @@ import type {
   SecretReference,
   StorageClass,
 } from "../kube/types.ts";
+import { annDynamicallyProvisioned, pvDeletionProtectionFinalizer } from "../kube/well-known.ts";
 import type { SecretKind } from "./class-parameters.ts";
-import {
-  annDeletionSecretName,
-  annDeletionSecretNamespace,
-  annDynamicallyProvisioned,
-  provisionerIdentityKey,
-  pvFinalizer,
-} from "./constants.ts";
+import { annDeletionSecretName, annDeletionSecretNamespace, provisionerIdentityKey } from "./constants.ts";
 import type { SecretRef } from "./secret-templates.ts";
 import { nodeAffinityFromTopology } from "./topology.ts";
 
@@ -83,7 +78,7 @@ export function buildPersistentVolume(input: BuildVolumeInput): BuildVolumeResul
       name: input.pvName,
       annotations,
       // The finalizer keeps the PV until the backing volume is deleted; only Delete volumes get deleted.
-      ...(policy === "Delete" ? { finalizers: [pvFinalizer] } : {}),
+      ...(policy === "Delete" ? { finalizers: [pvDeletionProtectionFinalizer] } : {}),
     },
     spec: {
       accessModes: [...(claim.spec.accessModes ?? [])],

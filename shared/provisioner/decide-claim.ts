@@ -3,14 +3,16 @@
 // add the intent finalizer, provision (CreateVolume then create the PV),
 // release the finalizer once a PV records the volume, clean up an intent
 // whose claim went away, or leave the claim alone.
+
+import { claimClass } from "../kube/claim-class.ts";
 import type { PersistentVolume, PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
 import {
   annBetaStorageProvisioner,
-  annProvisioningRetryAfter,
   annSelectedNode,
   annStorageProvisioner,
   provisioningFinalizer,
-} from "./constants.ts";
+} from "../kube/well-known.ts";
+import { annProvisioningRetryAfter } from "./constants.ts";
 
 export type ClaimDecision =
   /** Nothing to do for this provisioner. */
@@ -45,14 +47,6 @@ export function hasProvisioningIntent(claim: PersistentVolumeClaim): boolean {
 export function isClaimForDriver(claim: PersistentVolumeClaim, driverName: string): boolean {
   const a = claim.metadata.annotations ?? {};
   return (a[annStorageProvisioner] ?? a[annBetaStorageProvisioner]) === driverName;
-}
-
-function claimClassName(claim: PersistentVolumeClaim): string {
-  return (
-    claim.metadata.annotations?.["volume.beta.kubernetes.io/storage-class"] ??
-    claim.spec.storageClassName ??
-    ""
-  );
 }
 
 /** Why this claim should not be provisioned now, or undefined when it should. */
@@ -116,7 +110,7 @@ export function decideClaim(claim: PersistentVolumeClaim, ctx: ClaimContext): Cl
     return intent ? { action: "cleanup", reason: why } : { action: "ignore", reason: why };
   }
   if (!ctx.storageClass)
-    return { action: "fail", message: `storageclass.storage.k8s.io "${claimClassName(claim)}" not found` };
+    return { action: "fail", message: `storageclass.storage.k8s.io "${claimClass(claim)}" not found` };
   if (claim.spec.selector) return { action: "fail", message: "claim Selector is not supported" };
   const retryAfter = claim.metadata.annotations?.[annProvisioningRetryAfter];
   if (retryAfter && Date.parse(retryAfter) > ctx.now.getTime())

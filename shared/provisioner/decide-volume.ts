@@ -2,7 +2,7 @@
 // released Delete volume it provisioned, keep its finalizer in step with the
 // reclaim policy, and never touch a Retain volume's data.
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
-import { annDynamicallyProvisioned, pvFinalizer } from "./constants.ts";
+import { annDynamicallyProvisioned, pvDeletionProtectionFinalizer } from "../kube/well-known.ts";
 
 export type VolumeDecision =
   | { action: "ignore"; reason: string }
@@ -42,7 +42,7 @@ export function decideVolume(pv: PersistentVolume, ctx: VolumeContext): VolumeDe
   if (!isVolumeForDriver(pv, ctx.driverName))
     return { action: "ignore", reason: `not provisioned by ${ctx.driverName}` };
   const policy = pv.spec.persistentVolumeReclaimPolicy ?? "Retain";
-  const finalized = (pv.metadata.finalizers ?? []).includes(pvFinalizer);
+  const finalized = (pv.metadata.finalizers ?? []).includes(pvDeletionProtectionFinalizer);
   const deleting = pv.metadata.deletionTimestamp !== undefined;
 
   if (policy !== "Delete") {

@@ -4,7 +4,6 @@ import { createHash } from "node:crypto";
 import { describe, it } from "node:test";
 import {
   annAttachErrorReported,
-  annAttachLock,
   annAttachReported,
   annDetachRequestedAt,
   annListedAt,
@@ -30,6 +29,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
+import { annAttachLock } from "../../shared/kube/well-known.ts";
 
 const driver = "hostpath.csi.k8s.io";
 const now = new Date("2026-01-01T00:10:00Z");

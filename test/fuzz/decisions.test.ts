@@ -10,7 +10,6 @@ import { describe, it } from "node:test";
 import fc from "fast-check";
 import jsonpatch from "fast-json-patch";
 import {
-  annAttachLock,
   annAttachReported,
   annDetachRequestedAt,
   maxWaitForUnmountMs,
@@ -54,14 +53,15 @@ import type {
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
 import {
+  annAttachLock,
   annBetaStorageProvisioner,
   annDynamicallyProvisioned,
-  annProvisioningRetryAfter,
   annSelectedNode,
   annStorageProvisioner,
   provisioningFinalizer,
-  pvFinalizer,
-} from "../../shared/provisioner/constants.ts";
+  pvDeletionProtectionFinalizer,
+} from "../../shared/kube/well-known.ts";
+import { annProvisioningRetryAfter } from "../../shared/provisioner/constants.ts";
 import {
   type ClaimContext,
   type ClaimDecision,
@@ -397,7 +397,9 @@ const volumeCase = fc
       metadata: {
         name: "pv-1",
         ...(r.by ? { annotations: { [annDynamicallyProvisioned]: r.by } } : {}),
-        ...(r.finalized ? { finalizers: ["kubernetes.io/pv-protection", pvFinalizer] } : {}),
+        ...(r.finalized
+          ? { finalizers: ["kubernetes.io/pv-protection", pvDeletionProtectionFinalizer] }
+          : {}),
         ...(r.deleting ? { deletionTimestamp: past } : {}),
       },
       spec: {
@@ -422,9 +424,15 @@ const volumeCase = fc
 function applyVolumeDecision(pv: PersistentVolume, action: string): PersistentVolume {
   const finalizers = pv.metadata.finalizers ?? [];
   if (action === "add-finalizer")
-    return { ...pv, metadata: { ...pv.metadata, finalizers: [...finalizers, pvFinalizer] } };
+    return {
+      ...pv,
+      metadata: { ...pv.metadata, finalizers: [...finalizers, pvDeletionProtectionFinalizer] },
+    };
   if (action === "remove-finalizer")
-    return { ...pv, metadata: { ...pv.metadata, finalizers: finalizers.filter((f) => f !== pvFinalizer) } };
+    return {
+      ...pv,
+      metadata: { ...pv.metadata, finalizers: finalizers.filter((f) => f !== pvDeletionProtectionFinalizer) },
+    };
   return pv;
 }
 
@@ -1271,7 +1279,7 @@ function applyAttachmentDecision(
 
 const volumeArb = fc
   .record({
-    finalizers: subset([finalizer, "kubernetes.io/pv-protection", pvFinalizer]),
+    finalizers: subset([finalizer, "kubernetes.io/pv-protection", pvDeletionProtectionFinalizer]),
     deleting: fc.boolean(),
   })
   .map(

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
-import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/protection/constants.ts";
+import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/kube/well-known.ts";
 import { type ClaimStep, claimNeedsNoSync, decideClaim } from "../../shared/protection/decide-claim.ts";
 import { decideVolume, type VolumeStep, volumeNeedsNoSync } from "../../shared/protection/decide-volume.ts";
 import { podFromEvent } from "../../shared/protection/pod-from-event.ts";

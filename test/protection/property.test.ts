@@ -7,7 +7,7 @@ import { it } from "node:test";
 import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
-import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/protection/constants.ts";
+import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/kube/well-known.ts";
 import { decideClaim } from "../../shared/protection/decide-claim.ts";
 import { decideVolume } from "../../shared/protection/decide-volume.ts";
 

@@ -9,7 +9,7 @@ import type {
   StorageClass,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
-import { provisioningFinalizer, pvFinalizer } from "../../shared/provisioner/constants.ts";
+import { provisioningFinalizer, pvDeletionProtectionFinalizer } from "../../shared/kube/well-known.ts";
 import {
   type ClaimDecision,
   decideClaim,
@@ -257,12 +257,12 @@ const volumeCases: {
 }[] = [
   {
     name: "Released + Delete: delete",
-    pv: pv({ phase: "Released", finalizers: [pvFinalizer] }),
+    pv: pv({ phase: "Released", finalizers: [pvDeletionProtectionFinalizer] }),
     want: { action: "delete" },
   },
   {
     name: "Released + Retain: never delete, drop our finalizer",
-    pv: pv({ phase: "Released", policy: "Retain", finalizers: [pvFinalizer] }),
+    pv: pv({ phase: "Released", policy: "Retain", finalizers: [pvDeletionProtectionFinalizer] }),
     want: { action: "remove-finalizer", reason: "reclaim policy is Retain" },
   },
   {
@@ -273,17 +273,17 @@ const volumeCases: {
   { name: "Bound + Delete without finalizer: add it", pv: pv(), want: { action: "add-finalizer" } },
   {
     name: "Bound + Delete with finalizer: nothing",
-    pv: pv({ finalizers: [pvFinalizer] }),
+    pv: pv({ finalizers: [pvDeletionProtectionFinalizer] }),
     want: { action: "ignore", reason: "phase Bound: nothing to reclaim" },
   },
   {
     name: "deleted while Bound: wait until Released",
-    pv: pv({ finalizers: [pvFinalizer], deleting: true }),
+    pv: pv({ finalizers: [pvDeletionProtectionFinalizer], deleting: true }),
     want: { action: "ignore", reason: "deleted while Bound: reclaimed once Released" },
   },
   {
     name: "deleted while Available with our finalizer: delete",
-    pv: pv({ phase: "Available", finalizers: [pvFinalizer], deleting: true }),
+    pv: pv({ phase: "Available", finalizers: [pvDeletionProtectionFinalizer], deleting: true }),
     want: { action: "delete" },
   },
   {
@@ -293,12 +293,16 @@ const volumeCases: {
   },
   {
     name: "Released and being deleted with our finalizer: delete",
-    pv: pv({ phase: "Released", finalizers: ["kubernetes.io/pv-protection", pvFinalizer], deleting: true }),
+    pv: pv({
+      phase: "Released",
+      finalizers: ["kubernetes.io/pv-protection", pvDeletionProtectionFinalizer],
+      deleting: true,
+    }),
     want: { action: "delete" },
   },
   {
     name: "still attached: blocked with upstream's message",
-    pv: pv({ phase: "Released", finalizers: [pvFinalizer] }),
+    pv: pv({ phase: "Released", finalizers: [pvDeletionProtectionFinalizer] }),
     attachments: [attachment("pvc-uid-1", "node-a")],
     want: { action: "blocked", message: "persistentvolume pvc-uid-1 is still attached to node node-a" },
   },

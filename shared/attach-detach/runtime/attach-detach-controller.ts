@@ -19,7 +19,8 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../kube/types.ts";
-import { annAttachLock, annDetachFence, detachLog, forceDetachReason, reason } from "../constants.ts";
+import { annAttachLock } from "../../kube/well-known.ts";
+import { annDetachFence, detachLog, forceDetachReason, reason } from "../constants.ts";
 import { type DetachPolicy, defaultDetachPolicy } from "../detach-policy.ts";
 import { type AttachDetachStep, multiAttachMessage, reconcileNode } from "../reconcile-node.ts";
 import { type AttachDetachMetrics, attachDetachMetrics } from "./attach-detach-metrics.ts";

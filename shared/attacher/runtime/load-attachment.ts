@@ -7,8 +7,8 @@ import type { ListVolumesEntry } from "../../csi/types.ts";
 import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { csiNodes, persistentVolumes } from "../../kube/resources.ts";
+import { readSecretData } from "../../kube/secrets.ts";
 import type { CSINode, CSIPersistentVolumeSource, PersistentVolume } from "../../kube/types.ts";
-import { readSecretData } from "../../provisioner/runtime/load-request.ts";
 
 export function loadVolume(
   kube: KubeJsonClient,

@@ -1,16 +1,20 @@
+// The PV controller's binder on the shared runtime (shared/controller): an
+// event names the claims and volumes to sync, each sync loads its view
+// (load-views.ts), decides with syncClaim / syncVolume (pure) and carries out
+// the plan (execute-plan.ts); follow-ups sync the other side of a binding.
+import { ControllerRuntime, type ControllerSpec, type SyncResult } from "../../controller/index.ts";
 import type { ControllerEvent } from "../../http/controller-function.ts";
-import { KeyedSerializer } from "../../keyed-serializer.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { StorageClassCopy } from "../../kube/storage-class-copy.ts";
+import { rfc3339 } from "../../kube/time.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 import { type ClaimExplanation, explainClaim } from "../explain.ts";
-import type { FollowUp, SyncPlan } from "../plan.ts";
-import { syncClaim } from "../sync-claim.ts";
-import { syncVolume } from "../sync-volume.ts";
+import type { FollowUp, PlanStep } from "../plan.ts";
+import { type ClaimSyncView, syncClaim } from "../sync-claim.ts";
+import { syncVolume, type VolumeSyncView } from "../sync-volume.ts";
 import { boundClaimNeedsNothing } from "./bound-claim-check.ts";
-import { type EventSink, executePlan } from "./execute-plan.ts";
+import { binderExecutors, type EventSink } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
 
 export interface SyncReport {
@@ -43,216 +47,143 @@ export interface BinderControllerOptions {
   staticVolumeDeleters?: ReadonlySet<string>;
 }
 
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
+/** A binder key is what a plan may follow up on: a claim (with a candidate volume) or a volume. */
+type BinderKey = FollowUp;
+
+type BinderState =
+  | { kind: "claim"; claim: PersistentVolumeClaim; view: ClaimSyncView }
+  | { kind: "volume"; volume: PersistentVolume; view: VolumeSyncView };
+
+function keyId(key: BinderKey): string {
+  return key.kind === "claim" ? `claim ${key.namespace}/${key.name}` : `volume ${key.name}`;
 }
 
-export class BinderController {
-  private readonly kube: KubeJsonClient;
-  private readonly events: EventSink;
-  private readonly now: () => Date;
-  private readonly maxAttempts: number;
-  private readonly maxFollowUps: number;
-  private readonly resyncConcurrency: number;
-  private readonly volumeCache: VolumeCache | undefined;
-  private readonly storageClasses: (() => StorageClassCopy) | undefined;
-  private readonly staticVolumeDeleters: ReadonlySet<string>;
-  private readonly serializer = new KeyedSerializer();
+function report(r: SyncResult): SyncReport {
+  return {
+    object: r.id,
+    outcome: r.outcome,
+    writes: r.writes,
+    events: r.events,
+    attempts: r.attempts,
+    ...(r.error !== undefined ? { error: r.error } : {}),
+  };
+}
 
-  constructor(options: BinderControllerOptions) {
-    this.kube = options.kube;
-    this.events = options.events;
-    this.now = options.now ?? (() => new Date());
-    this.maxAttempts = options.maxAttempts ?? 5;
-    this.maxFollowUps = options.maxFollowUps ?? 4;
-    this.resyncConcurrency = options.resyncConcurrency ?? 8;
-    this.volumeCache = options.volumeCache;
-    this.storageClasses = options.storageClasses;
-    this.staticVolumeDeleters = options.staticVolumeDeleters ?? new Set();
-  }
-
-  /** Handles one claim or volume event; other kinds are not the binder's. */
-  async handleEvent(e: BinderEvent): Promise<SyncReport[]> {
-    if (e.apiVersion !== "v1") return [];
-    if (e.kind === "PersistentVolumeClaim") {
-      if (e.action === "delete") return this.claimDeleted(e);
-      const key = { namespace: e.namespace ?? "", name: e.name };
-      if (boundClaimNeedsNothing(key, e.object, this.volumeCache, rfc3339(this.now()))) {
-        const object = `claim ${key.namespace}/${key.name}`;
-        return [
-          {
-            object,
-            outcome: "already bound (event copy, watched volume)",
-            writes: 0,
-            events: 0,
-            attempts: 0,
-          },
-        ];
-      }
-      return this.withFollowUps(await this.syncClaimByKey(e.namespace ?? "", e.name));
-    }
-    if (e.kind === "PersistentVolume") {
-      if (e.action === "delete") return this.volumeDeleted(e);
-      return this.withFollowUps(await this.syncVolumeByName(e.name));
-    }
-    return [];
-  }
+function binderSpec(
+  o: BinderControllerOptions,
+): ControllerSpec<BinderKey, BinderState, PlanStep, FollowUp, never, SyncReport> {
+  const { kube } = o;
+  const now = (): string => rfc3339((o.now ?? (() => new Date()))());
+  const staticVolumeDeleters = o.staticVolumeDeleters ?? new Set<string>();
 
   /** A deleted claim releases its volume: sync the volume it named (or, without the object, every volume pointing at it). */
-  private async claimDeleted(e: BinderEvent): Promise<SyncReport[]> {
-    const current = await readClaim(this.kube, e.namespace ?? "", e.name);
-    if (current) return this.withFollowUps(await this.syncClaimByKey(e.namespace ?? "", e.name));
+  async function claimDeleted(e: BinderEvent): Promise<BinderKey[]> {
+    const namespace = e.namespace ?? "";
+    if (await readClaim(kube, namespace, e.name)) return [{ kind: "claim", namespace, name: e.name }];
     const spec = e.object?.spec as { volumeName?: unknown } | undefined;
-    const names: string[] = [];
-    if (typeof spec?.volumeName === "string" && spec.volumeName) names.push(spec.volumeName);
-    else {
-      const all = await this.kube.list<PersistentVolume>(persistentVolumes);
-      for (const v of all.items) {
-        const ref = v.spec.claimRef;
-        if (ref?.namespace === e.namespace && ref?.name === e.name) names.push(v.metadata.name);
-      }
-    }
-    const reports: SyncReport[] = [];
-    for (const name of names) reports.push(...(await this.withFollowUps(await this.syncVolumeByName(name))));
-    return reports;
+    if (typeof spec?.volumeName === "string" && spec.volumeName)
+      return [{ kind: "volume", name: spec.volumeName }];
+    const all = await kube.list<PersistentVolume>(persistentVolumes);
+    return all.items
+      .filter((v) => v.spec.claimRef?.namespace === e.namespace && v.spec.claimRef?.name === e.name)
+      .map((v) => ({ kind: "volume", name: v.metadata.name }));
   }
 
   /** A deleted volume may leave a bound claim Lost: sync the claim it pointed at. */
-  private async volumeDeleted(e: BinderEvent): Promise<SyncReport[]> {
-    const current = await readVolume(this.kube, e.name);
-    if (current) return this.withFollowUps(await this.syncVolumeByName(e.name));
+  async function volumeDeleted(e: BinderEvent): Promise<BinderKey[]> {
+    if (await readVolume(kube, e.name)) return [{ kind: "volume", name: e.name }];
     const spec = e.object?.spec as { claimRef?: { namespace?: unknown; name?: unknown } } | undefined;
     const ref = spec?.claimRef;
     if (typeof ref?.name !== "string" || typeof ref.namespace !== "string") return [];
-    return this.withFollowUps(await this.syncClaimByKey(ref.namespace, ref.name));
+    return [{ kind: "claim", namespace: ref.namespace, name: ref.name }];
   }
 
-  private async withFollowUps(first: SyncReport & { followUps?: FollowUp[] }): Promise<SyncReport[]> {
-    const reports: SyncReport[] = [strip(first)];
-    const queue = [...(first.followUps ?? [])];
-    const seen = new Set<string>([first.object]);
-    let budget = this.maxFollowUps;
-    while (queue.length > 0 && budget-- > 0) {
-      const f = queue.shift()!;
-      const key = f.kind === "claim" ? `claim ${f.namespace}/${f.name}` : `volume ${f.name}`;
-      if (seen.has(key) && f.kind === "volume") continue;
-      seen.add(key);
-      const r =
-        f.kind === "claim"
-          ? await this.syncClaimByKey(f.namespace, f.name, f.candidate)
-          : await this.syncVolumeByName(f.name);
-      reports.push(strip(r));
-      queue.push(...(r.followUps ?? []));
-    }
-    return reports;
+  return {
+    keyId,
+    async keysOf(e) {
+      if (e.apiVersion !== "v1") return [];
+      if (e.kind === "PersistentVolumeClaim") {
+        if (e.action === "delete") return claimDeleted(e);
+        const key = { namespace: e.namespace ?? "", name: e.name };
+        if (boundClaimNeedsNothing(key, e.object, o.volumeCache, now())) {
+          const object = `claim ${key.namespace}/${key.name}`;
+          const outcome = "already bound (event copy, watched volume)";
+          return { reports: [{ object, outcome, writes: 0, events: 0, attempts: 0 }] };
+        }
+        return [{ kind: "claim", ...key }];
+      }
+      if (e.kind === "PersistentVolume")
+        return e.action === "delete" ? volumeDeleted(e) : [{ kind: "volume", name: e.name }];
+      return [];
+    },
+    async load(key) {
+      if (key.kind === "claim") {
+        const claim = await readClaim(kube, key.namespace, key.name);
+        if (!claim) return undefined;
+        const classes = o.storageClasses?.();
+        const view = await loadClaimView(kube, claim, now(), key.candidate, o.volumeCache, classes);
+        return { kind: "claim", claim, view };
+      }
+      const volume = await readVolume(kube, key.name);
+      if (!volume) return undefined;
+      return {
+        kind: "volume",
+        volume,
+        view: await loadVolumeView(kube, volume, now(), staticVolumeDeleters),
+      };
+    },
+    absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),
+    decide: (s) => (s.kind === "claim" ? syncClaim(s.claim, s.view) : syncVolume(s.volume, s.view)),
+    executors: binderExecutors(kube, o.events),
+    // A claim may be synced again after its volume's sync (the volume's writes change what it sees).
+    repeatable: (key) => key.kind === "claim",
+    report,
+    /** The periodic pass that repairs lost events: every claim, then every volume. */
+    async resyncKeys() {
+      const [claims, volumes] = await Promise.all([
+        kube.list<PersistentVolumeClaim>(persistentVolumeClaims),
+        kube.list<PersistentVolume>(persistentVolumes),
+      ]);
+      const claimKeys = claims.items.map(
+        (c): BinderKey => ({ kind: "claim", namespace: c.metadata.namespace ?? "", name: c.metadata.name }),
+      );
+      const volumeKeys = volumes.items.map((v): BinderKey => ({ kind: "volume", name: v.metadata.name }));
+      return {
+        waves: [claimKeys, volumeKeys],
+        counts: { claims: claims.items.length, volumes: volumes.items.length },
+      };
+    },
+  };
+}
+
+export class BinderController extends ControllerRuntime<
+  BinderKey,
+  BinderState,
+  PlanStep,
+  FollowUp,
+  never,
+  SyncReport
+> {
+  private readonly kube: KubeJsonClient;
+  private readonly now: () => Date;
+
+  constructor(options: BinderControllerOptions) {
+    super(binderSpec(options), {
+      maxAttempts: options.maxAttempts ?? 5,
+      maxFollowUps: options.maxFollowUps ?? 4,
+      resyncConcurrency: options.resyncConcurrency ?? 8,
+    });
+    this.kube = options.kube;
+    this.now = options.now ?? (() => new Date());
   }
 
   /** `candidate`: a PV known to point at the claim, which may make listing every PV unnecessary. */
-  async syncClaimByKey(
-    namespace: string,
-    name: string,
-    candidate?: string,
-  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
-    return this.retryOnConflict(`claim ${namespace}/${name}`, async () => {
-      const claim = await readClaim(this.kube, namespace, name);
-      if (!claim) return { plan: undefined, outcome: "claim is gone" };
-      const view = await loadClaimView(
-        this.kube,
-        claim,
-        rfc3339(this.now()),
-        candidate,
-        this.volumeCache,
-        this.storageClasses?.(),
-      );
-      return { plan: syncClaim(claim, view) };
-    });
+  syncClaimByKey(namespace: string, name: string, candidate?: string): Promise<SyncReport> {
+    return this.sync({ kind: "claim", namespace, name, ...(candidate ? { candidate } : {}) });
   }
 
-  async syncVolumeByName(
-    name: string,
-    _hint?: Record<string, unknown>,
-  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
-    return this.retryOnConflict(`volume ${name}`, async () => {
-      const volume = await readVolume(this.kube, name);
-      if (!volume) return { plan: undefined, outcome: "volume is gone" };
-      const view = await loadVolumeView(this.kube, volume, rfc3339(this.now()), this.staticVolumeDeleters);
-      return { plan: syncVolume(volume, view) };
-    });
-  }
-
-  /**
-   * Read → decide → write; a conflict means someone else moved first: decide again on fresh state.
-   * Syncs of one object in this process wait for each other (a claim's own event and a follow-up
-   * from its volume's event would otherwise race to a 409).
-   */
-  private retryOnConflict(
-    object: string,
-    decide: () => Promise<{ plan: SyncPlan | undefined; outcome?: string }>,
-  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
-    return this.serializer.run(object, () => this.syncOnce(object, decide));
-  }
-
-  private syncOnce(
-    object: string,
-    decide: () => Promise<{ plan: SyncPlan | undefined; outcome?: string }>,
-  ): Promise<SyncReport & { followUps?: FollowUp[] }> {
-    return retryWhileLosingRaces(
-      async (attempt) => {
-        const { plan, outcome } = await decide();
-        if (!plan)
-          return { object, outcome: outcome ?? "nothing to do", writes: 0, events: 0, attempts: attempt };
-        const done = await executePlan(this.kube, this.events, plan);
-        return {
-          object,
-          outcome: plan.outcome,
-          writes: done.writes,
-          events: done.events,
-          attempts: attempt,
-          followUps: plan.followUps,
-          ...(plan.error !== undefined ? { error: plan.error } : {}),
-        };
-      },
-      { maxAttempts: this.maxAttempts },
-    );
-  }
-
-  /** The periodic pass that repairs lost events: every claim, then every volume. */
-  async resync(): Promise<{ claims: number; volumes: number; writes: number; errors: string[] }> {
-    const [claims, volumes] = await Promise.all([
-      this.kube.list<PersistentVolumeClaim>(persistentVolumeClaims),
-      this.kube.list<PersistentVolume>(persistentVolumes),
-    ]);
-    let writes = 0;
-    const errors: string[] = [];
-    const run = async (work: (() => Promise<SyncReport[]>)[]): Promise<void> => {
-      let next = 0;
-      const worker = async (): Promise<void> => {
-        while (next < work.length) {
-          const job = work[next++]!;
-          try {
-            for (const r of await job()) {
-              writes += r.writes;
-              if (r.error) errors.push(`${r.object}: ${r.error}`);
-            }
-          } catch (err) {
-            errors.push(err instanceof Error ? err.message : String(err));
-          }
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(this.resyncConcurrency, work.length) }, worker));
-    };
-    await run(
-      claims.items.map(
-        (c) => () =>
-          this.syncClaimByKey(c.metadata.namespace ?? "", c.metadata.name).then((r) => this.withFollowUps(r)),
-      ),
-    );
-    await run(
-      volumes.items.map(
-        (v) => () => this.syncVolumeByName(v.metadata.name).then((r) => this.withFollowUps(r)),
-      ),
-    );
-    return { claims: claims.items.length, volumes: volumes.items.length, writes, errors };
+  syncVolumeByName(name: string): Promise<SyncReport> {
+    return this.sync({ kind: "volume", name });
   }
 
   /** Why a claim is (still) Pending; undefined when the claim does not exist. */
@@ -269,9 +200,4 @@ export class BinderController {
       volumes: view.volumes.length >= all.items.length ? view.volumes : all.items,
     });
   }
-}
-
-function strip(r: SyncReport & { followUps?: FollowUp[] }): SyncReport {
-  const { followUps: _ignored, ...report } = r;
-  return report;
 }

@@ -14,7 +14,7 @@
 // plan with any step) goes down the usual path of fresh reads.
 
 import { claimFromEvent } from "../../kube/event-copies.ts";
-import { annBindCompleted } from "../constants.ts";
+import { annBindCompleted } from "../../kube/well-known.ts";
 import { syncClaim } from "../sync-claim.ts";
 import { hasAnnotation } from "../volume-helpers.ts";
 import type { VolumeCache } from "./load-views.ts";

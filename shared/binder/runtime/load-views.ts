@@ -6,6 +6,7 @@
 // only when the copy provably reflects every volume change up to the claim's
 // own resourceVersion; otherwise the search lists every volume, as before.
 import { getOptional } from "../../kube/api-errors.ts";
+import { claimClass, claimHasClass } from "../../kube/claim-class.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import type { ObjectStore } from "../../kube/object-store.ts";
 import { persistentVolumeClaims, persistentVolumes, pods } from "../../kube/resources.ts";
@@ -15,17 +16,11 @@ import {
   type StorageClassCopy,
 } from "../../kube/storage-class-copy.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../../kube/types.ts";
-import { annBindCompleted } from "../constants.ts";
+import { annBindCompleted } from "../../kube/well-known.ts";
 import { findBestMatchForClaim, winsWithoutSearch } from "../find-best-match.ts";
 import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
-import {
-  claimClass,
-  claimHasClass,
-  claimKey,
-  hasAnnotation,
-  isDelayBindingProvisioning,
-} from "../volume-helpers.ts";
+import { claimKey, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
 
 export function readClaim(
   kube: KubeJsonClient,

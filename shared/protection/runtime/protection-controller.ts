@@ -12,7 +12,7 @@ import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, persistentVolumes, pods } from "../../kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../kube/types.ts";
-import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../constants.ts";
+import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../kube/well-known.ts";
 import { type ClaimStep, claimNeedsNoSync, decideClaim } from "../decide-claim.ts";
 import { decideVolume, volumeNeedsNoSync } from "../decide-volume.ts";
 import { podFromEvent } from "../pod-from-event.ts";

@@ -13,22 +13,21 @@ import {
   nodes,
   persistentVolumeClaims,
   persistentVolumes,
-  secrets,
   volumeSnapshotContents,
   volumeSnapshots,
 } from "../../kube/resources.ts";
+import { readSecretData } from "../../kube/secrets.ts";
 import type {
   CSINode,
   Node,
   PersistentVolume,
   PersistentVolumeClaim,
-  Secret,
   StorageClass,
   VolumeSnapshot,
   VolumeSnapshotContent,
 } from "../../kube/types.ts";
 import type { WatchedStore } from "../../kube/watched-store.ts";
-import { annSelectedNode } from "../constants.ts";
+import { annSelectedNode } from "../../kube/well-known.ts";
 import {
   buildCreateVolumeRequest,
   type ProvisioningPlan,
@@ -46,27 +45,6 @@ export type RequestOutcome =
   | { kind: "reschedule"; error: string }
   /** An external populator fills this claim: not ours. */
   | { kind: "populator"; reason: string; event: { reason: string; message: string } };
-
-function decodeSecret(secret: Secret): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(secret.data ?? {})) out[k] = Buffer.from(v, "base64").toString("utf8");
-  for (const [k, v] of Object.entries(secret.stringData ?? {})) out[k] = v;
-  return out;
-}
-
-export async function readSecretData(
-  kube: KubeJsonClient,
-  ref: { name: string; namespace: string },
-): Promise<{ ok: true; value: Record<string, string> } | { ok: false; error: string }> {
-  const secret = await getOptional(() => kube.get<Secret>(secrets, ref.name, ref.namespace));
-  if (!secret) {
-    return {
-      ok: false,
-      error: `error getting secret ${ref.name} in namespace ${ref.namespace}: secrets "${ref.name}" not found`,
-    };
-  }
-  return { ok: true, value: decodeSecret(secret) };
-}
 
 /**
  * Watched copies of every Node and CSINode, the way upstream reads them from

@@ -3,19 +3,27 @@ import { classifyCsiError, GrpcCode, grpcCodeOf } from "../../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../../csi/types.ts";
 import { RetryLaterError } from "../../http/errors.ts";
 import { getOptional, isAlreadyExists, isNotFound, isTransient } from "../../kube/api-errors.ts";
+import { claimClass } from "../../kube/claim-class.ts";
 import { claimFromEvent, volumeFromEvent } from "../../kube/event-copies.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { retryWhileLosingRaces } from "../../kube/optimistic-update.ts";
 import { progressEventsDue } from "../../kube/progress-events.ts";
 import { persistentVolumeClaims, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
+import { readSecretData } from "../../kube/secrets.ts";
 import { readStorageClass, type StorageClassCopy } from "../../kube/storage-class-copy.ts";
+import { rfc3339 } from "../../kube/time.ts";
 import type {
   PersistentVolume,
   PersistentVolumeClaim,
   StorageClass,
   VolumeAttachment,
 } from "../../kube/types.ts";
+import {
+  annSelectedNode,
+  provisioningFinalizer,
+  pvDeletionProtectionFinalizer,
+} from "../../kube/well-known.ts";
 import { retrying } from "../../retry.ts";
 import { buildPersistentVolume } from "../build-persistent-volume.ts";
 import {
@@ -23,10 +31,7 @@ import {
   annDeletionSecretNamespace,
   annProvisioningFailures,
   annProvisioningRetryAfter,
-  annSelectedNode,
   message,
-  provisioningFinalizer,
-  pvFinalizer,
   reason,
 } from "../constants.ts";
 import {
@@ -39,7 +44,7 @@ import {
 import { decideVolume, isVolumeForDriver, volumeNeedsNothing } from "../decide-volume.ts";
 import type { ProvisionerOptions } from "../options.ts";
 import { volumeNameForClaim } from "../volume-name.ts";
-import { loadCreateVolumeRequest, type NodeTopologyCopies, readSecretData } from "./load-request.ts";
+import { loadCreateVolumeRequest, type NodeTopologyCopies } from "./load-request.ts";
 import { type ProvisionerMetrics, provisionerMetrics } from "./provisioner-metrics.ts";
 import { protectSource, releaseSource } from "./source-protection.ts";
 
@@ -74,18 +79,6 @@ export interface ProvisionerControllerOptions {
   topology?: () => NodeTopologyCopies;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
   storageClasses?: () => StorageClassCopy;
-}
-
-function rfc3339(d: Date): string {
-  return d.toISOString().replace(/\.\d{3}Z$/, "Z");
-}
-
-function claimClassName(claim: PersistentVolumeClaim): string {
-  return (
-    claim.metadata.annotations?.["volume.beta.kubernetes.io/storage-class"] ??
-    claim.spec.storageClassName ??
-    ""
-  );
 }
 
 function withoutFinalizer<T extends PersistentVolume | PersistentVolumeClaim>(o: T, finalizer: string): T {
@@ -174,7 +167,7 @@ export class ProvisionerController {
         uuidLength: this.options.volumeNameUuidLength,
       });
       if (!pvName.ok) return { object, outcome: "ignored", error: pvName.error };
-      const className = claimClassName(claim);
+      const className = claimClass(claim);
       const [storageClass, existingVolume] = await Promise.all([
         className ? readStorageClass(this.kube, className, this.storageClasses?.()) : undefined,
         getOptional(() => this.kube.get<PersistentVolume>(persistentVolumes, pvName.value)),
@@ -476,7 +469,7 @@ export class ProvisionerController {
     why: string,
   ): Promise<ProvisionerReport> {
     if (!storageClass) {
-      const text = `cannot clean up a possible volume ${pvName}: StorageClass "${claimClassName(claim)}" is gone; remove finalizer ${provisioningFinalizer} by hand once the volume is checked`;
+      const text = `cannot clean up a possible volume ${pvName}: StorageClass "${claimClass(claim)}" is gone; remove finalizer ${provisioningFinalizer} by hand once the volume is checked`;
       await this.events.event(claim, "Warning", reason.provisioningFailed, text);
       return { object, outcome: "cleanup blocked", error: text };
     }
@@ -576,11 +569,14 @@ export class ProvisionerController {
         case "add-finalizer":
           await this.kube.replace(persistentVolumes, {
             ...pv,
-            metadata: { ...pv.metadata, finalizers: [...(pv.metadata.finalizers ?? []), pvFinalizer] },
+            metadata: {
+              ...pv.metadata,
+              finalizers: [...(pv.metadata.finalizers ?? []), pvDeletionProtectionFinalizer],
+            },
           });
           return { object, outcome: "added finalizer" };
         case "remove-finalizer":
-          await this.kube.replace(persistentVolumes, withoutFinalizer(pv, pvFinalizer));
+          await this.kube.replace(persistentVolumes, withoutFinalizer(pv, pvDeletionProtectionFinalizer));
           return { object, outcome: `removed finalizer: ${decision.reason}` };
         case "delete":
           return this.deleteVolume(object, pv);
@@ -617,8 +613,8 @@ export class ProvisionerController {
     }
     // The backing volume is gone: the PV object follows, then our finalizer lets it go.
     const remaining = await this.deletePvObject(pv);
-    if (remaining && (remaining.metadata.finalizers ?? []).includes(pvFinalizer)) {
-      await this.kube.replace(persistentVolumes, withoutFinalizer(remaining, pvFinalizer));
+    if (remaining && (remaining.metadata.finalizers ?? []).includes(pvDeletionProtectionFinalizer)) {
+      await this.kube.replace(persistentVolumes, withoutFinalizer(remaining, pvDeletionProtectionFinalizer));
     }
     this.metrics.deleteTotal.inc(labels);
     this.metrics.deleteDuration.observe(labels, (performance.now() - started) / 1000);

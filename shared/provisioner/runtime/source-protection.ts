@@ -8,7 +8,7 @@ import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { updateObject } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, volumeSnapshots } from "../../kube/resources.ts";
 import type { KubeObject, PersistentVolumeClaim } from "../../kube/types.ts";
-import { provisioningFinalizer } from "../constants.ts";
+import { provisioningFinalizer } from "../../kube/well-known.ts";
 import { pvcCloneFinalizer, snapshotSourceProtectionFinalizer } from "../data-source.ts";
 
 interface SourceRef {
