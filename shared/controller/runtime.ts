@@ -67,7 +67,7 @@ export interface ControllerSpec<K, S, P extends Step, F = K, C = never, R extend
 export interface RuntimeOptions extends RetryOptions {
   /** Attempts of one sync while its writes lose races. Default 5. */
   maxAttempts?: number;
-  /** Follow-up syncs one key may cause. Default unbounded. */
+  /** Follow-up syncs one key may cause (a skipped repeat counts). Default 16. */
   maxFollowUps?: number;
   /** How many generations of follow-ups are followed. Default unbounded. */
   followUpDepth?: number;
@@ -129,7 +129,7 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
           queue.push({ key, depth });
     };
     await enqueue(head.followUps, first, 1);
-    let budget = this.options.maxFollowUps ?? Number.POSITIVE_INFINITY;
+    let budget = this.options.maxFollowUps ?? 16;
     while (queue.length > 0 && budget-- > 0) {
       const { key, depth } = queue.shift() as { key: K; depth: number };
       const id = spec.keyId(key);

@@ -134,6 +134,7 @@ export class AttachDetachController extends ControllerRuntime<
       maxAttempts: o.maxAttempts ?? 5,
       resyncConcurrency: o.resyncConcurrency ?? 4,
       followUpDepth: 1,
+      maxFollowUps: Number.POSITIVE_INFINITY,
     });
   }
 }
