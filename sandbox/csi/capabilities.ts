@@ -1,6 +1,7 @@
 // What the driver advertises. Both lists are configurable so tests can run
 // the sidecar logic against drivers of different shapes (for example one
 // without PUBLISH_UNPUBLISH_VOLUME, which the attacher handles trivially).
+import type { ControllerRpcType, NodeRpcType, PluginServiceType } from "../../shared/csi/types.ts";
 
 export const controllerCapabilityNames = [
   "CREATE_DELETE_VOLUME",
@@ -18,7 +19,7 @@ export const controllerCapabilityNames = [
   "SINGLE_NODE_MULTI_WRITER",
   "MODIFY_VOLUME",
   "GET_SNAPSHOT",
-] as const;
+] as const satisfies readonly ControllerRpcType[];
 export type ControllerCapability = (typeof controllerCapabilityNames)[number];
 
 export const pluginCapabilityNames = [
@@ -26,7 +27,7 @@ export const pluginCapabilityNames = [
   "VOLUME_ACCESSIBILITY_CONSTRAINTS",
   "GROUP_CONTROLLER_SERVICE",
   "SNAPSHOT_METADATA_SERVICE",
-] as const;
+] as const satisfies readonly PluginServiceType[];
 export type PluginCapability = (typeof pluginCapabilityNames)[number];
 
 export const nodeCapabilityNames = [
@@ -36,7 +37,7 @@ export const nodeCapabilityNames = [
   "VOLUME_CONDITION",
   "SINGLE_NODE_MULTI_WRITER",
   "VOLUME_MOUNT_GROUP",
-] as const;
+] as const satisfies readonly NodeRpcType[];
 export type NodeCapability = (typeof nodeCapabilityNames)[number];
 
 /** A node plugin that stages, so the kubelet's MountDevice step runs as on most real drivers. */

@@ -315,47 +315,43 @@ export class CsiDriver {
 
   /** Every volume the driver holds, oldest first: what a leak check compares against the PVs. */
   listBackingVolumes(): BackingVolume[] {
-    return [...this.ctx.store.volumes.values()]
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
-      .map((v) => ({
-        volumeId: v.id,
-        name: v.name,
-        capacityBytes: v.capacityBytes,
-        kind: v.kind,
-        path: this.ctx.store.abs(v.path),
-        publishedNodes: Object.keys(v.publishedNodes).sort(),
-        staged: Object.entries(v.nodeStaged ?? {})
-          .map(([node, s]) => ({ node, path: s.path }))
-          .sort((a, b) => a.node.localeCompare(b.node)),
-        nodePublished: Object.entries(v.nodeMounts ?? {})
-          .flatMap(([node, mounts]) =>
-            Object.entries(mounts).map(([targetPath, p]) => ({
-              node,
-              targetPath,
-              readonly: p.readonly,
-              stagingPath: p.stagingPath,
-            })),
-          )
-          .sort((a, b) => a.node.localeCompare(b.node) || a.targetPath.localeCompare(b.targetPath)),
-        ...(v.contentSource ? { contentSource: { ...v.contentSource } } : {}),
-        accessibleTopology: v.accessibleTopology.map((t) => ({ ...t })),
-        parameters: { ...v.parameters },
-        createdAt: v.createdAt,
-      }));
+    return [...this.ctx.store.volumes.values()].sort(oldestFirst).map((v) => ({
+      volumeId: v.id,
+      name: v.name,
+      capacityBytes: v.capacityBytes,
+      kind: v.kind,
+      path: this.ctx.store.abs(v.path),
+      publishedNodes: Object.keys(v.publishedNodes).sort(),
+      staged: Object.entries(v.nodeStaged ?? {})
+        .map(([node, s]) => ({ node, path: s.path }))
+        .sort((a, b) => a.node.localeCompare(b.node)),
+      nodePublished: Object.entries(v.nodeMounts ?? {})
+        .flatMap(([node, mounts]) =>
+          Object.entries(mounts).map(([targetPath, p]) => ({
+            node,
+            targetPath,
+            readonly: p.readonly,
+            stagingPath: p.stagingPath,
+          })),
+        )
+        .sort((a, b) => a.node.localeCompare(b.node) || a.targetPath.localeCompare(b.targetPath)),
+      ...(v.contentSource ? { contentSource: { ...v.contentSource } } : {}),
+      accessibleTopology: v.accessibleTopology.map((t) => ({ ...t })),
+      parameters: { ...v.parameters },
+      createdAt: v.createdAt,
+    }));
   }
 
   listBackingSnapshots(): BackingSnapshot[] {
-    return [...this.ctx.store.snapshots.values()]
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id))
-      .map((s) => ({
-        snapshotId: s.id,
-        name: s.name,
-        sourceVolumeId: s.sourceVolumeId,
-        sizeBytes: s.sizeBytes,
-        kind: s.kind,
-        path: this.ctx.store.abs(s.path),
-        createdAt: s.createdAt,
-      }));
+    return [...this.ctx.store.snapshots.values()].sort(oldestFirst).map((s) => ({
+      snapshotId: s.id,
+      name: s.name,
+      sourceVolumeId: s.sourceVolumeId,
+      sizeBytes: s.sizeBytes,
+      kind: s.kind,
+      path: this.ctx.store.abs(s.path),
+      createdAt: s.createdAt,
+    }));
   }
 
   /** Nodes the volume is published to, sorted; empty for an unknown volume. */
@@ -368,4 +364,9 @@ export class CsiDriver {
     await this.queue.idle();
     await this.ctx.store.persist();
   }
+}
+
+/** Creation order, ties broken by id so the order is stable. */
+function oldestFirst(a: { createdAt: string; id: string }, b: { createdAt: string; id: string }): number {
+  return a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id);
 }

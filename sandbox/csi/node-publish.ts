@@ -2,12 +2,7 @@
 // pod's target path on a node (the kubelet's SetUp), after staging when the
 // plugin stages. Hostpath-style: the target path is made (a directory, or a
 // file for a block volume) and the publication recorded.
-import type {
-  NodePublishVolumeRequest,
-  NodePublishVolumeResponse,
-  NodeUnpublishVolumeRequest,
-  NodeUnpublishVolumeResponse,
-} from "../../shared/csi/types.ts";
+import type { Empty, NodePublishVolumeRequest, NodeUnpublishVolumeRequest } from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { CsiError, invalidArgument } from "./errors.ts";
 import { checkCapability, requireControllerPublished, requirePath, requireVolume } from "./node-access.ts";
@@ -18,7 +13,7 @@ export async function publishNodeVolume(
   ctx: DriverContext,
   node: string,
   req: NodePublishVolumeRequest,
-): Promise<NodePublishVolumeResponse> {
+): Promise<Empty> {
   const method = "NodePublishVolume";
   const id = requireField(method, "volume_id", req.volumeId);
   const target = requirePath(method, "target_path", req.targetPath);
@@ -76,7 +71,7 @@ export async function unpublishNodeVolume(
   ctx: DriverContext,
   node: string,
   req: NodeUnpublishVolumeRequest,
-): Promise<NodeUnpublishVolumeResponse> {
+): Promise<Empty> {
   const method = "NodeUnpublishVolume";
   const id = requireField(method, "volume_id", req.volumeId);
   const target = requirePath(method, "target_path", req.targetPath);

@@ -2,12 +2,7 @@
 // a volume (the kubelet's MountDevice), hostpath-style: the staging path is
 // made a directory and the staging is recorded in the driver's state.
 import { mkdir } from "node:fs/promises";
-import type {
-  NodeStageVolumeRequest,
-  NodeStageVolumeResponse,
-  NodeUnstageVolumeRequest,
-  NodeUnstageVolumeResponse,
-} from "../../shared/csi/types.ts";
+import type { Empty, NodeStageVolumeRequest, NodeUnstageVolumeRequest } from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { CsiError } from "./errors.ts";
 import { checkCapability, requireControllerPublished, requirePath, requireVolume } from "./node-access.ts";
@@ -18,7 +13,7 @@ export async function stageVolume(
   ctx: DriverContext,
   node: string,
   req: NodeStageVolumeRequest,
-): Promise<NodeStageVolumeResponse> {
+): Promise<Empty> {
   const method = "NodeStageVolume";
   const id = requireField(method, "volume_id", req.volumeId);
   const path = requirePath(method, "staging_target_path", req.stagingTargetPath);
@@ -50,7 +45,7 @@ export async function unstageVolume(
   ctx: DriverContext,
   node: string,
   req: NodeUnstageVolumeRequest,
-): Promise<NodeUnstageVolumeResponse> {
+): Promise<Empty> {
   const method = "NodeUnstageVolume";
   const id = requireField(method, "volume_id", req.volumeId);
   const path = requirePath(method, "staging_target_path", req.stagingTargetPath);

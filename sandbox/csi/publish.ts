@@ -5,8 +5,8 @@ import type {
   ControllerPublishVolumeRequest,
   ControllerPublishVolumeResponse,
   ControllerUnpublishVolumeRequest,
-  ControllerUnpublishVolumeResponse,
   CsiAccessMode,
+  Empty,
 } from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { CsiError, invalidArgument, notFound } from "./errors.ts";
@@ -97,7 +97,7 @@ function otherNodeConflict(
 export async function unpublishVolume(
   ctx: DriverContext,
   req: ControllerUnpublishVolumeRequest,
-): Promise<ControllerUnpublishVolumeResponse> {
+): Promise<Empty> {
   const id = requireField("ControllerUnpublishVolume", "volume_id", req.volumeId);
   const volume = ctx.store.volumes.get(id);
   if (!volume) return {};

@@ -6,7 +6,7 @@ import type {
   CreateSnapshotRequest,
   CreateSnapshotResponse,
   DeleteSnapshotRequest,
-  DeleteSnapshotResponse,
+  Empty,
   ListSnapshotsRequest,
   ListSnapshotsResponse,
 } from "../../shared/csi/types.ts";
@@ -59,10 +59,7 @@ export async function createSnapshot(
   return { snapshot: snapshotMessage(snapshot) };
 }
 
-export async function deleteSnapshot(
-  ctx: DriverContext,
-  req: DeleteSnapshotRequest,
-): Promise<DeleteSnapshotResponse> {
+export async function deleteSnapshot(ctx: DriverContext, req: DeleteSnapshotRequest): Promise<Empty> {
   const id = requireField("DeleteSnapshot", "snapshot_id", req.snapshotId);
   const snapshot = ctx.store.snapshots.get(id);
   if (!snapshot) return {};

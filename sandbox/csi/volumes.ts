@@ -4,7 +4,7 @@ import type {
   ControllerExpandVolumeRequest,
   ControllerExpandVolumeResponse,
   DeleteVolumeRequest,
-  DeleteVolumeResponse,
+  Empty,
   GetCapacityRequest,
   GetCapacityResponse,
   ListVolumesRequest,
@@ -20,10 +20,7 @@ import { resizeBacking } from "./storage.ts";
 import { capabilitiesKind, capabilityProblem, capacityRange, requireField } from "./validate.ts";
 
 /** Unknown ids succeed: the caller wanted the volume gone and it is. */
-export async function deleteVolume(
-  ctx: DriverContext,
-  req: DeleteVolumeRequest,
-): Promise<DeleteVolumeResponse> {
+export async function deleteVolume(ctx: DriverContext, req: DeleteVolumeRequest): Promise<Empty> {
   const id = requireField("DeleteVolume", "volume_id", req.volumeId);
   const volume = ctx.store.volumes.get(id);
   if (!volume) return {};

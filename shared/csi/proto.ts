@@ -3,8 +3,8 @@
 // csi-static.js, protobufjs's encode/decode/fromObject/toObject of every
 // message as plain code, and csi-tables.json, the methods' paths and types.
 // This module makes method definitions (path + serializers) for the client,
-// service definitions for servers (test fakes) and client constructors for
-// whoever prefers those.
+// service definitions for servers (the sandbox driver, test fakes) and
+// client constructors for whoever prefers those.
 //
 // Why not @grpc/proto-loader at run time: besides the serializers, it builds
 // descriptor protos of every message and encodes whole file descriptors for
@@ -44,7 +44,7 @@ import { CSI_TABLES } from "./tables.ts";
 
 export const CSI_PACKAGE = "csi.v1";
 
-/** How decoded messages look (see above); also what proto-loader is given where it is used (tests, sandbox). */
+/** How decoded messages look (see above); also what proto-loader is given where tests use it. */
 export const CSI_CONVERSION_OPTIONS: Readonly<IConversionOptions> = Object.freeze({
   longs: String,
   enums: String,

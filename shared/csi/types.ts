@@ -1,5 +1,6 @@
 // Hand-written TypeScript shapes of the CSI v1 messages we exchange, as they
-// look at our API edges (see wire.ts for the conversion from proto-loader):
+// look at our API edges, client and sandbox driver alike (see wire.ts for the
+// conversion from the decoded messages of proto.ts):
 //
 //   - field names in camelCase (volume_id -> volumeId);
 //   - int64 fields are `bigint`, so byte counts above 2^53 stay exact;

@@ -13,21 +13,14 @@ import {
   status,
 } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
-
-export type CsiServiceName = "Identity" | "Controller" | "Node";
+import { CSI_CONVERSION_OPTIONS, type CsiServiceName } from "../../shared/csi/proto.ts";
 
 const csiProtoPath = fileURLToPath(new URL("../../shared/csi/csi.proto", import.meta.url));
 let services: Record<CsiServiceName, ServiceClientConstructor> | undefined;
 
 function csiClientConstructor(name: CsiServiceName): ServiceClientConstructor {
   if (!services) {
-    const definition = loadSync(csiProtoPath, {
-      keepCase: true,
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    });
+    const definition = loadSync(csiProtoPath, { keepCase: true, ...CSI_CONVERSION_OPTIONS });
     const pkg = loadPackageDefinition(definition) as unknown as {
       csi: { v1: Record<CsiServiceName, ServiceClientConstructor> };
     };
