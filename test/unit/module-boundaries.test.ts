@@ -112,6 +112,7 @@ test("no controller module imports another controller's folder", () => {
   const violations: string[] = [];
   let scanned = 0;
   for (const own of controllers) {
+    assert.ok(sourceFiles(`shared/${own}`).length > 0, `shared/${own}/ has no modules`);
     for (const file of [...sourceFiles(`shared/${own}`), ...sourceFiles(`functions/${own}`)]) {
       scanned++;
       const source = readFileSync(path.join(root, file), "utf8");
