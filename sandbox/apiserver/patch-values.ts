@@ -13,10 +13,6 @@ export class PatchError extends Error {
 
 export type JsonObject = Record<string, unknown>;
 
-export function isObject(value: unknown): value is JsonObject {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 export function own(obj: JsonObject, key: string): unknown {
   return Object.hasOwn(obj, key) ? obj[key] : undefined;
 }

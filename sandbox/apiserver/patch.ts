@@ -6,8 +6,8 @@ import type { Operation } from "fast-json-patch";
 // fast-json-patch is CommonJS without an "exports" map: Node's ESM loader cannot see its
 // named exports, so only the default import works at runtime.
 import jsonpatch from "fast-json-patch";
-
-import { isObject, type JsonObject, own, PatchError, setOwn } from "./patch-values.ts";
+import { isRecord } from "../../shared/is-record.ts";
+import { type JsonObject, own, PatchError, setOwn } from "./patch-values.ts";
 import { applyStrategicMergePatch } from "./strategic-merge.ts";
 
 export { PatchError } from "./patch-values.ts";
@@ -36,7 +36,7 @@ function pointer(raw: JsonObject, name: "path" | "from", index: number): string 
 
 /** Builds a typed operation from untrusted JSON; rejects the library's internal `_get`. */
 function toOperation(raw: unknown, index: number): Operation {
-  if (!isObject(raw)) throw new PatchError(400, `json patch operation ${index} is not an object`);
+  if (!isRecord(raw)) throw new PatchError(400, `json patch operation ${index} is not an object`);
   const { op } = raw;
   const path = pointer(raw, "path", index);
   switch (op) {
@@ -107,8 +107,8 @@ export function applyJsonPatch(doc: unknown, ops: unknown): unknown {
 // RFC 7386 JSON merge patch
 
 function mergeInto(target: unknown, patch: unknown): unknown {
-  if (!isObject(patch)) return patch;
-  const result = isObject(target) ? target : {};
+  if (!isRecord(patch)) return patch;
+  const result = isRecord(target) ? target : {};
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete result[key];
     else setOwn(result, key, mergeInto(own(result, key), value));
@@ -147,7 +147,7 @@ export function patchTypeOf(
 }
 
 function requireObject(result: unknown): JsonObject {
-  if (!isObject(result)) throw new PatchError(422, "the patched document is not a JSON object");
+  if (!isRecord(result)) throw new PatchError(422, "the patched document is not a JSON object");
   return result;
 }
 
@@ -164,7 +164,7 @@ export function applyPatch(
       return requireObject(applyJsonPatch(doc, patch));
     case MERGE_PATCH:
       // RFC 7386 would replace the document; kube-apiserver refuses non-object bodies.
-      if (!isObject(patch)) throw new PatchError(400, "merge patch must be a JSON object");
+      if (!isRecord(patch)) throw new PatchError(400, "merge patch must be a JSON object");
       return requireObject(applyMergePatch(doc, patch));
     default:
       return applyStrategicMergePatch(doc, patch, resourcePlural);

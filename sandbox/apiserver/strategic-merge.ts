@@ -4,7 +4,9 @@
 // the server had kept in their stored order, interleaved by where they stood
 // before. An element new to the list therefore lands in front of it, not at
 // its end. Inputs are never mutated.
-import { isObject, type JsonObject, own, PatchError, setOwn } from "./patch-values.ts";
+
+import { isRecord } from "../../shared/is-record.ts";
+import { type JsonObject, own, PatchError, setOwn } from "./patch-values.ts";
 
 /** How a list merges: by a key field of its elements, or (key null) as a set of primitives. */
 interface ListRule {
@@ -104,7 +106,7 @@ type KeyOf = (item: unknown) => unknown;
 function keyFunction(rule: ListRule): KeyOf {
   const mergeKey = rule.mergeKey;
   if (mergeKey === null) return (item) => item;
-  return (item) => (isObject(item) ? own(item, mergeKey) : undefined);
+  return (item) => (isRecord(item) ? own(item, mergeKey) : undefined);
 }
 
 function indexOfKey(list: readonly unknown[], key: unknown, keyOf: KeyOf): number {
@@ -197,8 +199,8 @@ class StrategicMerger {
     const current = own(original, key);
     if (value === null) {
       delete original[key];
-    } else if (isObject(value)) {
-      const merged = this.mergeMap(isObject(current) ? current : {}, value, path);
+    } else if (isRecord(value)) {
+      const merged = this.mergeMap(isRecord(current) ? current : {}, value, path);
       if (merged === DELETED) delete original[key];
       else setOwn(original, key, merged);
     } else if (Array.isArray(value)) {
@@ -265,7 +267,7 @@ class StrategicMerger {
       if (rule.mergeKey !== null) {
         const mergeKey = rule.mergeKey;
         for (const item of order) {
-          if (!isObject(item) || !Object.hasOwn(item, mergeKey)) {
+          if (!isRecord(item) || !Object.hasOwn(item, mergeKey)) {
             throw new PatchError(
               400,
               `${key} in ${at(path)}: elements must be objects with the merge key "${mergeKey}"`,
@@ -290,7 +292,7 @@ class StrategicMerger {
 
   mergeList(original: unknown[] | undefined, patch: unknown[], path: string): unknown[] {
     // A `{"$patch": "replace"}` element turns the rest of the list into the new value.
-    const replaceAt = patch.findIndex((item) => isObject(item) && own(item, PATCH_DIRECTIVE) === "replace");
+    const replaceAt = patch.findIndex((item) => isRecord(item) && own(item, PATCH_DIRECTIVE) === "replace");
     const rule = this.rules.get(path);
     if (rule === undefined) return this.cleanList(patch, path);
     if (replaceAt >= 0) {
@@ -308,7 +310,7 @@ class StrategicMerger {
   cleanList(patch: unknown[], path: string): unknown[] {
     const cleaned: unknown[] = [];
     for (const item of patch) {
-      if (isObject(item)) {
+      if (isRecord(item)) {
         const merged = this.mergeMap({}, item, path);
         if (merged !== DELETED) cleaned.push(merged);
       } else if (Array.isArray(item)) {
@@ -352,11 +354,11 @@ class StrategicMerger {
     const matches =
       (key: unknown) =>
       (candidate: unknown): boolean =>
-        isObject(candidate) && jsonEqual(own(candidate, mergeKey), key);
+        isRecord(candidate) && jsonEqual(own(candidate, mergeKey), key);
     let stored = [...(original ?? [])];
     const additions: JsonObject[] = [];
     for (const item of patch) {
-      if (!isObject(item) || !Object.hasOwn(item, mergeKey)) {
+      if (!isRecord(item) || !Object.hasOwn(item, mergeKey)) {
         throw new PatchError(400, `elements of ${at(path)} must be objects with the merge key "${mergeKey}"`);
       }
       if (own(item, PATCH_DIRECTIVE) === "delete") stored = stored.filter((c) => !matches(item[mergeKey])(c));
@@ -366,7 +368,7 @@ class StrategicMerger {
     for (const item of additions) {
       const index = merged.findIndex(matches(item[mergeKey]));
       const existing = index >= 0 ? merged[index] : undefined;
-      const result = this.mergeMap(isObject(existing) ? existing : {}, item, path);
+      const result = this.mergeMap(isRecord(existing) ? existing : {}, item, path);
       if (result === DELETED) continue;
       if (index >= 0) merged[index] = result;
       else merged.push(result);
@@ -387,9 +389,9 @@ export function applyStrategicMergePatch(
   patch: unknown,
   resourcePlural: string,
 ): JsonObject {
-  if (!isObject(patch)) throw new PatchError(400, "strategic merge patch must be a JSON object");
+  if (!isRecord(patch)) throw new PatchError(400, "strategic merge patch must be a JSON object");
   const original: unknown = structuredClone(doc);
   const merger = new StrategicMerger(resourcePlural);
-  const merged = merger.mergeMap(isObject(original) ? original : {}, structuredClone(patch), "");
+  const merged = merger.mergeMap(isRecord(original) ? original : {}, structuredClone(patch), "");
   return merged === DELETED ? {} : merged;
 }

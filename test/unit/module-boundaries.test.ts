@@ -134,6 +134,15 @@ test("rfc3339 and isRecord are defined once", () => {
     );
     assert.deepEqual(definers, [home], `${name} is defined in ${definers.join(", ")}`);
   }
+  // A copy under another name (isObject, ...) is still a copy.
+  const recordChecks = files.filter((f) =>
+    /return typeof (\w+) === "object" && \1 !== null/.test(readFileSync(path.join(root, f), "utf8")),
+  );
+  assert.deepEqual(recordChecks, [homes.isRecord]);
+  const timeFormats = files.filter((f) =>
+    /toISOString\(\)\.replace\(/.test(readFileSync(path.join(root, f), "utf8")),
+  );
+  assert.deepEqual(timeFormats, [homes.rfc3339]);
 });
 
 test("controllers take well-known annotations and finalizers from shared/kube/well-known.ts", () => {
