@@ -3,7 +3,7 @@
 // without PUBLISH_UNPUBLISH_VOLUME, which the attacher handles trivially).
 import type { ControllerRpcType, NodeRpcType, PluginServiceType } from "../../shared/csi/types.ts";
 
-export const controllerCapabilityNames = [
+const controllerCapabilityNames = [
   "CREATE_DELETE_VOLUME",
   "PUBLISH_UNPUBLISH_VOLUME",
   "LIST_VOLUMES",
@@ -22,7 +22,7 @@ export const controllerCapabilityNames = [
 ] as const satisfies readonly ControllerRpcType[];
 export type ControllerCapability = (typeof controllerCapabilityNames)[number];
 
-export const pluginCapabilityNames = [
+const pluginCapabilityNames = [
   "CONTROLLER_SERVICE",
   "VOLUME_ACCESSIBILITY_CONSTRAINTS",
   "GROUP_CONTROLLER_SERVICE",
@@ -30,7 +30,7 @@ export const pluginCapabilityNames = [
 ] as const satisfies readonly PluginServiceType[];
 export type PluginCapability = (typeof pluginCapabilityNames)[number];
 
-export const nodeCapabilityNames = [
+const nodeCapabilityNames = [
   "STAGE_UNSTAGE_VOLUME",
   "GET_VOLUME_STATS",
   "EXPAND_VOLUME",
@@ -41,9 +41,9 @@ export const nodeCapabilityNames = [
 export type NodeCapability = (typeof nodeCapabilityNames)[number];
 
 /** A node plugin that stages, so the kubelet's MountDevice step runs as on most real drivers. */
-export const defaultNodeCapabilities: readonly NodeCapability[] = ["STAGE_UNSTAGE_VOLUME"];
+const defaultNodeCapabilities: readonly NodeCapability[] = ["STAGE_UNSTAGE_VOLUME"];
 
-export const defaultControllerCapabilities: readonly ControllerCapability[] = [
+const defaultControllerCapabilities: readonly ControllerCapability[] = [
   "CREATE_DELETE_VOLUME",
   "PUBLISH_UNPUBLISH_VOLUME",
   "LIST_VOLUMES",
@@ -57,7 +57,7 @@ export const defaultControllerCapabilities: readonly ControllerCapability[] = [
   "SINGLE_NODE_MULTI_WRITER",
 ];
 
-export const defaultPluginCapabilities: readonly PluginCapability[] = [
+const defaultPluginCapabilities: readonly PluginCapability[] = [
   "CONTROLLER_SERVICE",
   "VOLUME_ACCESSIBILITY_CONSTRAINTS",
 ];

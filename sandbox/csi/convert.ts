@@ -3,9 +3,7 @@ import type { Snapshot, Volume, VolumeContentSource } from "../../shared/csi/typ
 import type { DriverContext } from "./config.ts";
 import type { ContentSourceRecord, SnapshotRecord, VolumeRecord } from "./state.ts";
 
-export function contentSourceMessage(
-  source: ContentSourceRecord | undefined,
-): VolumeContentSource | undefined {
+function contentSourceMessage(source: ContentSourceRecord | undefined): VolumeContentSource | undefined {
   if (!source) return undefined;
   return "snapshotId" in source
     ? { snapshot: { snapshotId: source.snapshotId } }

@@ -31,45 +31,39 @@ import {
   validateVolumeCapabilities,
 } from "./volumes.ts";
 
-/** Each call with the request and response shapes of shared/csi/types.ts. */
-export interface CsiMethods {
-  GetPluginInfo(req: m.GetPluginInfoRequest): Promise<m.GetPluginInfoResponse>;
-  GetPluginCapabilities(req: m.GetPluginCapabilitiesRequest): Promise<m.GetPluginCapabilitiesResponse>;
-  Probe(req: m.ProbeRequest): Promise<m.ProbeResponse>;
-  CreateVolume(req: m.CreateVolumeRequest): Promise<m.CreateVolumeResponse>;
-  DeleteVolume(req: m.DeleteVolumeRequest): Promise<m.DeleteVolumeResponse>;
-  ControllerPublishVolume(req: m.ControllerPublishVolumeRequest): Promise<m.ControllerPublishVolumeResponse>;
-  ControllerUnpublishVolume(
-    req: m.ControllerUnpublishVolumeRequest,
-  ): Promise<m.ControllerUnpublishVolumeResponse>;
-  ValidateVolumeCapabilities(
-    req: m.ValidateVolumeCapabilitiesRequest,
-  ): Promise<m.ValidateVolumeCapabilitiesResponse>;
-  ListVolumes(req: m.ListVolumesRequest): Promise<m.ListVolumesResponse>;
-  GetCapacity(req: m.GetCapacityRequest): Promise<m.GetCapacityResponse>;
-  ControllerGetCapabilities(
-    req: m.ControllerGetCapabilitiesRequest,
-  ): Promise<m.ControllerGetCapabilitiesResponse>;
-  CreateSnapshot(req: m.CreateSnapshotRequest): Promise<m.CreateSnapshotResponse>;
-  DeleteSnapshot(req: m.DeleteSnapshotRequest): Promise<m.DeleteSnapshotResponse>;
-  ListSnapshots(req: m.ListSnapshotsRequest): Promise<m.ListSnapshotsResponse>;
-  ControllerExpandVolume(req: m.ControllerExpandVolumeRequest): Promise<m.ControllerExpandVolumeResponse>;
-  NodeStageVolume(req: m.NodeStageVolumeRequest): Promise<m.NodeStageVolumeResponse>;
-  NodeUnstageVolume(req: m.NodeUnstageVolumeRequest): Promise<m.NodeUnstageVolumeResponse>;
-  NodePublishVolume(req: m.NodePublishVolumeRequest): Promise<m.NodePublishVolumeResponse>;
-  NodeUnpublishVolume(req: m.NodeUnpublishVolumeRequest): Promise<m.NodeUnpublishVolumeResponse>;
-  NodeGetCapabilities(req: m.NodeGetCapabilitiesRequest): Promise<m.NodeGetCapabilitiesResponse>;
-  NodeGetInfo(req: m.NodeGetInfoRequest): Promise<m.NodeGetInfoResponse>;
+/** Each call's request and response, in the shapes of shared/csi/types.ts. */
+interface CsiMessages {
+  GetPluginInfo: [m.GetPluginInfoRequest, m.GetPluginInfoResponse];
+  GetPluginCapabilities: [m.GetPluginCapabilitiesRequest, m.GetPluginCapabilitiesResponse];
+  Probe: [m.ProbeRequest, m.ProbeResponse];
+  CreateVolume: [m.CreateVolumeRequest, m.CreateVolumeResponse];
+  DeleteVolume: [m.DeleteVolumeRequest, m.DeleteVolumeResponse];
+  ControllerPublishVolume: [m.ControllerPublishVolumeRequest, m.ControllerPublishVolumeResponse];
+  ControllerUnpublishVolume: [m.ControllerUnpublishVolumeRequest, m.ControllerUnpublishVolumeResponse];
+  ValidateVolumeCapabilities: [m.ValidateVolumeCapabilitiesRequest, m.ValidateVolumeCapabilitiesResponse];
+  ListVolumes: [m.ListVolumesRequest, m.ListVolumesResponse];
+  GetCapacity: [m.GetCapacityRequest, m.GetCapacityResponse];
+  ControllerGetCapabilities: [m.ControllerGetCapabilitiesRequest, m.ControllerGetCapabilitiesResponse];
+  CreateSnapshot: [m.CreateSnapshotRequest, m.CreateSnapshotResponse];
+  DeleteSnapshot: [m.DeleteSnapshotRequest, m.DeleteSnapshotResponse];
+  ListSnapshots: [m.ListSnapshotsRequest, m.ListSnapshotsResponse];
+  ControllerExpandVolume: [m.ControllerExpandVolumeRequest, m.ControllerExpandVolumeResponse];
+  NodeStageVolume: [m.NodeStageVolumeRequest, m.NodeStageVolumeResponse];
+  NodeUnstageVolume: [m.NodeUnstageVolumeRequest, m.NodeUnstageVolumeResponse];
+  NodePublishVolume: [m.NodePublishVolumeRequest, m.NodePublishVolumeResponse];
+  NodeUnpublishVolume: [m.NodeUnpublishVolumeRequest, m.NodeUnpublishVolumeResponse];
+  NodeGetCapabilities: [m.NodeGetCapabilitiesRequest, m.NodeGetCapabilitiesResponse];
+  NodeGetInfo: [m.NodeGetInfoRequest, m.NodeGetInfoResponse];
 }
+
+export type CsiMethodName = keyof CsiMessages;
+export type CsiRequest<M extends CsiMethodName> = CsiMessages[M][0];
+export type CsiResponse<M extends CsiMethodName> = CsiMessages[M][1];
 
 /** Each method as the driver runs it: Node-service calls also get the node their plugin serves. */
 type CsiHandlers = {
   [M in CsiMethodName]: (req: CsiRequest<M>, node: string) => Promise<CsiResponse<M>>;
 };
-
-export type CsiMethodName = keyof CsiMethods;
-export type CsiRequest<M extends CsiMethodName> = Parameters<CsiMethods[M]>[0];
-export type CsiResponse<M extends CsiMethodName> = Awaited<ReturnType<CsiMethods[M]>>;
 
 /** The methods of each CSI service, as the gRPC binding registers them. */
 export const serviceMethods = {
@@ -98,7 +92,7 @@ export const serviceMethods = {
   ],
 } as const satisfies Record<string, readonly CsiMethodName[]>;
 
-export const methodNames: readonly CsiMethodName[] = Object.values(serviceMethods).flat();
+const methodNames: readonly CsiMethodName[] = Object.values(serviceMethods).flat();
 
 const mutatingMethods: ReadonlySet<CsiMethodName> = new Set<CsiMethodName>([
   "CreateVolume",

@@ -70,7 +70,7 @@ export interface DriverStateFile {
   snapshots: SnapshotRecord[];
 }
 
-export function emptyState(): DriverStateFile {
+function emptyState(): DriverStateFile {
   return { version: 1, volumes: [], snapshots: [] };
 }
 

@@ -1,7 +1,7 @@
 // Backing storage, hostpath style: a mount volume is a directory, a block
 // volume a sparse file of its size, and a snapshot a copy of either.
 import { execFile } from "node:child_process";
-import { cp, mkdir, open, readdir, rm, stat, truncate } from "node:fs/promises";
+import { cp, mkdir, open, readdir, rm, truncate } from "node:fs/promises";
 import { promisify } from "node:util";
 import type { VolumeKind } from "./state.ts";
 
@@ -78,15 +78,6 @@ export async function resizeBacking(path: string, kind: VolumeKind, sizeBytes: n
 
 export async function removeBacking(path: string): Promise<void> {
   await rm(path, { recursive: true, force: true });
-}
-
-export async function backingExists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Names in a directory, created if missing. */

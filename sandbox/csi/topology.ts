@@ -27,7 +27,7 @@ export function satisfiesRequisite(
   return placed.some((p) => requisite.some((r) => sameSegments(r.segments, p)));
 }
 
-export function sameSegments(a: Record<string, string>, b: Record<string, string>): boolean {
+function sameSegments(a: Record<string, string>, b: Record<string, string>): boolean {
   const ka = Object.keys(a);
   return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
 }
