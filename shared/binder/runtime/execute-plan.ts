@@ -6,7 +6,7 @@
 import type { Executors, StepRun } from "../../controller/index.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { persistentVolumeClaims, persistentVolumes, type ResourceDescriptor } from "../../kube/resources.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { KubeObject } from "../../kube/types.ts";
 import type { FollowUp, PlanStep } from "../plan.ts";
 
@@ -14,29 +14,38 @@ export type { EventSink } from "../../kube/event-recorder.ts";
 
 type Run = StepRun<FollowUp, never>;
 
-/** One conditional replace of the object as planned, on the resourceVersion this plan last saw for it. */
-async function write(
-  kube: KubeJsonClient,
-  resource: ResourceDescriptor,
-  planned: KubeObject,
-  run: Run,
-  subresource?: "status",
-): Promise<number> {
-  const { name, namespace } = planned.metadata;
-  const id = `${resource.plural}/${namespace ?? ""}/${name}`;
-  const resourceVersion = run.precondition(id, planned.metadata.resourceVersion);
-  const body = { ...planned, metadata: { ...planned.metadata, resourceVersion } };
-  const written = await kube.replace(resource, body, subresource ? { subresource } : {});
-  run.wrote(id, written.metadata.resourceVersion);
+/** Which object a write goes to, so later writes in the plan see its new resourceVersion. */
+function objectId(o: KubeObject): string {
+  return o.metadata.namespace ? `pvc/${o.metadata.namespace}/${o.metadata.name}` : `pv/${o.metadata.name}`;
+}
+
+/** The object as planned, conditional on the resourceVersion this plan last saw for it. */
+function conditional<T extends KubeObject>(planned: T, run: Run): T {
+  const resourceVersion = run.precondition(objectId(planned), planned.metadata.resourceVersion);
+  return { ...planned, metadata: { ...planned.metadata, resourceVersion } };
+}
+
+function recorded(run: Run, written: KubeObject): number {
+  run.wrote(objectId(written), written.metadata.resourceVersion);
   return 1;
 }
 
 export function binderExecutors(kube: KubeJsonClient, events: EventSink): Executors<PlanStep, FollowUp> {
   return {
-    "update-volume": (step, run) => write(kube, persistentVolumes, step.volume, run),
-    "update-volume-status": (step, run) => write(kube, persistentVolumes, step.volume, run, "status"),
-    "update-claim": (step, run) => write(kube, persistentVolumeClaims, step.claim, run),
-    "update-claim-status": (step, run) => write(kube, persistentVolumeClaims, step.claim, run, "status"),
+    "update-volume": async (step, run) =>
+      recorded(run, await kube.replace(persistentVolumes, conditional(step.volume, run))),
+    "update-volume-status": async (step, run) =>
+      recorded(
+        run,
+        await kube.replace(persistentVolumes, conditional(step.volume, run), { subresource: "status" }),
+      ),
+    "update-claim": async (step, run) =>
+      recorded(run, await kube.replace(persistentVolumeClaims, conditional(step.claim, run))),
+    "update-claim-status": async (step, run) =>
+      recorded(
+        run,
+        await kube.replace(persistentVolumeClaims, conditional(step.claim, run), { subresource: "status" }),
+      ),
     async event(step, run) {
       // Events never block or fail the sync; they are awaited before answering.
       run.defer(events.event(step.object, step.type, step.reason, step.message));
