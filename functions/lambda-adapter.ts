@@ -14,10 +14,12 @@
 //    invoker (IAM), so the adapter presents the function's own AUTH_TOKEN for
 //    it when AUTH_MODE=token.
 
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import serverlessHttp from "serverless-http";
+import { staticTokenFromEnv } from "../shared/http/auth.ts";
+import { classifyError, RetryLaterError } from "../shared/http/errors.ts";
 import type { FunctionApp } from "../shared/http/function-app.ts";
 import { createLogger } from "../shared/log.ts";
 
@@ -58,19 +60,10 @@ function isScheduledEvent(event: unknown): event is { id?: string; time?: string
   return e.source === "aws.events" && e["detail-type"] === "Scheduled Event";
 }
 
-/** The bearer token this function expects, for requests the adapter makes on Lambda's behalf. */
-function ownBearerToken(env: NodeJS.ProcessEnv): string | undefined {
-  if (env.AUTH_MODE?.trim().toLowerCase() !== "token") return undefined;
-  const inline = env.AUTH_TOKEN?.trim();
-  if (inline) return inline;
-  const file = env.AUTH_TOKEN_FILE?.trim();
-  return file ? readFileSync(file, "utf8").trim() : undefined;
-}
-
 /** `POST /resync` as a function URL event, standing in for a scheduled invocation. */
-export function resyncRequest(scheduled: { id?: string }, env: NodeJS.ProcessEnv): FunctionUrlEvent {
+function resyncRequest(scheduled: { id?: string }, env: NodeJS.ProcessEnv): FunctionUrlEvent {
   const id = scheduled.id ?? "scheduled-resync";
-  const token = ownBearerToken(env);
+  const token = staticTokenFromEnv(env);
   return {
     version: "2.0",
     routeKey: "$default",
@@ -101,7 +94,7 @@ export function resyncRequest(scheduled: { id?: string }, env: NodeJS.ProcessEnv
  * KUBECONFIG is set already. Base64 is accepted because Lambda console and
  * CI secret stores mangle multi-line values.
  */
-export function materializeKubeconfig(env: NodeJS.ProcessEnv = process.env): void {
+function materializeKubeconfig(env: NodeJS.ProcessEnv): void {
   const data = env.KUBECONFIG_DATA?.trim();
   if (!data || env.KUBECONFIG?.trim()) return;
   const yaml = /^[A-Za-z0-9+/=\s]+$/.test(data) ? Buffer.from(data, "base64").toString("utf8") : data;
@@ -113,11 +106,15 @@ export function materializeKubeconfig(env: NodeJS.ProcessEnv = process.env): voi
 
 function unavailable(name: string, err: unknown): FunctionUrlResult {
   createLogger({ name }).error({ err }, "function failed to start; answering 503 until a build succeeds");
-  // Same shape as the app's own 503s; senders (and the forwarder) retry a 503 with Retry-After.
+  // The app's own answer to a RetryLaterError; senders (and the forwarder) retry a 503 after Retry-After.
+  const answer = classifyError(new RetryLaterError(`${name} is starting or misconfigured; retry later`, 5));
   return {
-    statusCode: 503,
-    headers: { "content-type": "application/json; charset=utf-8", "retry-after": "5" },
-    body: JSON.stringify({ error: `${name} is starting or misconfigured; retry later` }),
+    statusCode: answer.status,
+    headers: {
+      "content-type": "application/json; charset=utf-8",
+      "retry-after": String(answer.retryAfterSeconds),
+    },
+    body: JSON.stringify(answer.body),
   };
 }
 

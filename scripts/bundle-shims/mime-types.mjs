@@ -21,13 +21,3 @@ export function contentType(str) {
 export function lookup(path) {
   return real().lookup(path);
 }
-
-export function charset(type) {
-  return real().charset(type);
-}
-
-export function extension(type) {
-  return real().extension(type);
-}
-
-export const charsets = { lookup: charset };

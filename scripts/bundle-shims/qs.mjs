@@ -2,11 +2,10 @@
 // express requires it at load for its "extended" query parser, which our
 // functions do not select (express 5's default is node:querystring). Loading
 // it, with side-channel and get-intrinsic, cost a few ms of each cold start;
-// it is now loaded on the first parse or stringify.
+// it is now loaded on the first parse.
 import { onFirstUse } from "./on-first-use.mjs";
 
 // Resolved by the bundler to the real package (this file is the importer).
 const real = onFirstUse(() => require("qs"));
 
 export const parse = (...args) => real().parse(...args);
-export const stringify = (...args) => real().stringify(...args);

@@ -222,6 +222,36 @@ export interface AuthFromEnvOptions {
   kube?: () => TokenReviewClient & { close?(): Promise<void> };
 }
 
+function modeFromEnv(env: Env): AuthMode {
+  const mode = (setting(env, "AUTH_MODE") ?? "none").toLowerCase();
+  if (mode !== "none" && mode !== "token" && mode !== "tokenreview")
+    throw new AuthConfigError(`AUTH_MODE must be none, token or tokenreview, got ${JSON.stringify(mode)}`);
+  return mode;
+}
+
+function readStaticToken(env: Env): string {
+  const inline = setting(env, "AUTH_TOKEN");
+  const file = setting(env, "AUTH_TOKEN_FILE");
+  if (inline !== undefined && file !== undefined)
+    throw new AuthConfigError("set AUTH_TOKEN or AUTH_TOKEN_FILE, not both");
+  let token = inline;
+  if (file !== undefined) {
+    try {
+      token = readFileSync(file, "utf8").trim();
+    } catch (err) {
+      throw new AuthConfigError(`cannot read AUTH_TOKEN_FILE ${file}: ${(err as Error).message}`);
+    }
+  }
+  if (token === undefined || token === "")
+    throw new AuthConfigError("AUTH_MODE=token needs AUTH_TOKEN (or AUTH_TOKEN_FILE) with a non-empty token");
+  return token;
+}
+
+/** The bearer token AUTH_MODE=token expects (for callers inside the platform, like a schedule); undefined in other modes. */
+export function staticTokenFromEnv(env: Env = process.env): string | undefined {
+  return modeFromEnv(env) === "token" ? readStaticToken(env) : undefined;
+}
+
 /**
  * The policy AUTH_MODE and friends describe, undefined for AUTH_MODE=none (or
  * unset). Mistakes throw at start: a function meant to be protected must not
@@ -231,33 +261,12 @@ export function authPolicyFromEnv(
   env: Env = process.env,
   options: AuthFromEnvOptions = {},
 ): AuthPolicy | undefined {
-  const mode = (setting(env, "AUTH_MODE") ?? "none").toLowerCase();
+  const mode = modeFromEnv(env);
   const allowed = list(setting(env, "AUTH_ALLOWED_USERS"));
-  if (mode !== "none" && mode !== "token" && mode !== "tokenreview")
-    throw new AuthConfigError(`AUTH_MODE must be none, token or tokenreview, got ${JSON.stringify(mode)}`);
   if (allowed.length > 0 && mode !== "tokenreview")
     throw new AuthConfigError("AUTH_ALLOWED_USERS only applies to AUTH_MODE=tokenreview");
   if (mode === "none") return undefined;
-
-  if (mode === "token") {
-    const inline = setting(env, "AUTH_TOKEN");
-    const file = setting(env, "AUTH_TOKEN_FILE");
-    if (inline !== undefined && file !== undefined)
-      throw new AuthConfigError("set AUTH_TOKEN or AUTH_TOKEN_FILE, not both");
-    let token = inline;
-    if (file !== undefined) {
-      try {
-        token = readFileSync(file, "utf8").trim();
-      } catch (err) {
-        throw new AuthConfigError(`cannot read AUTH_TOKEN_FILE ${file}: ${(err as Error).message}`);
-      }
-    }
-    if (token === undefined || token === "")
-      throw new AuthConfigError(
-        "AUTH_MODE=token needs AUTH_TOKEN (or AUTH_TOKEN_FILE) with a non-empty token",
-      );
-    return { mode, authenticator: staticTokenAuthenticator(token) };
-  }
+  if (mode === "token") return { mode, authenticator: staticTokenAuthenticator(readStaticToken(env)) };
 
   const ttlRaw = setting(env, "AUTH_CACHE_TTL_SECONDS");
   if (ttlRaw !== undefined && (!/^\d+$/.test(ttlRaw) || Number(ttlRaw) > 3600))

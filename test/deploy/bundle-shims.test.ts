@@ -6,11 +6,14 @@
 // with the functions' options, each must answer as the real module does.
 // Node built-ins imported as ES modules come in through require (see
 // builtinsThroughRequire in scripts/build-lambda.ts), and must work as imported.
+// Beside the behaviour, each shim's surface is pinned to what the real
+// modules that import it use, so a change of those packages fails here.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import { createSecureServer } from "node:http2";
+import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,6 +25,7 @@ import { asciiOnly, bundleOptions } from "../../scripts/build-lambda.ts";
 import { generateCertificates } from "../../shared/tls/certificates.ts";
 
 const FIXTURES = join(import.meta.dirname, "fixtures");
+const REPO = join(import.meta.dirname, "..", "..");
 const run = promisify(execFile);
 
 interface FixtureRun {
@@ -178,38 +182,188 @@ test("bundled built-in imports work as ES imports do, without the module facade 
   );
 });
 
-test("in the function bundles, the lazily loaded packages are imported only where their shims expect", async () => {
+/**
+ * What each shim stands in for, and for whom: the modules whose import of
+ * `specifier` the bundles resolve to the shim, and every member those modules
+ * use of it (a dotted chain, "()" for a call of the module itself). A shim
+ * offers exactly that surface, so a new importer, or an importer that starts
+ * using more of the package, fails here instead of in a deployed bundle.
+ */
+const SHIMS: Readonly<Record<string, { specifier: string; importers: string[]; surface: string[] }>> = {
+  "body-parser.mjs": {
+    specifier: "body-parser",
+    importers: ["node_modules/express/lib/express.js"],
+    surface: ["json", "raw", "text", "urlencoded"],
+  },
+  "client-node-serializer.mjs": {
+    specifier: "./serializer.js",
+    importers: ["node_modules/@kubernetes/client-node/dist/cache.js"],
+    surface: ["ObjectSerializer", "ObjectSerializer.serialize"],
+  },
+  "mime-types.mjs": {
+    specifier: "mime-types",
+    importers: [
+      "node_modules/accepts/index.js",
+      "node_modules/express/lib/response.js",
+      "node_modules/express/lib/utils.js",
+      "node_modules/send/index.js",
+      "node_modules/type-is/index.js",
+    ],
+    surface: ["contentType", "lookup"],
+  },
+  "opentelemetry-api.mjs": {
+    specifier: "@opentelemetry/api",
+    importers: ["node_modules/prom-client/lib/metrics/processCpuTotal.js"],
+    surface: ["context.active", "trace.getSpan"],
+  },
+  "qs.mjs": {
+    specifier: "qs",
+    importers: ["node_modules/body-parser/lib/types/urlencoded.js", "node_modules/express/lib/utils.js"],
+    surface: ["parse"],
+  },
+  "socks-proxy-agent.mjs": {
+    specifier: "socks-proxy-agent",
+    importers: ["node_modules/@kubernetes/client-node/dist/config.js"],
+    surface: ["SocksProxyAgent"],
+  },
+  "socks.mjs": {
+    specifier: "socks",
+    importers: [
+      "node_modules/@kubernetes/client-node/dist/config.js",
+      "node_modules/socks-proxy-agent/dist/index.js",
+    ],
+    surface: ["SocksClient", "SocksClient.createConnection"],
+  },
+  "undici-client-h2.cjs": {
+    specifier: "./client-h2.js",
+    importers: ["node_modules/undici/lib/dispatcher/client.js"],
+    surface: ["()"],
+  },
+  "undici.mjs": {
+    specifier: "undici",
+    importers: [
+      "node_modules/@kubernetes/client-node/dist/config.js",
+      "node_modules/@kubernetes/client-node/dist/gen/http/isomorphic-fetch.js",
+      "node_modules/@kubernetes/client-node/dist/health.js",
+      "node_modules/@kubernetes/client-node/dist/log.js",
+      "node_modules/@kubernetes/client-node/dist/metrics.js",
+      "node_modules/@kubernetes/client-node/dist/watch.js",
+      "shared/kube/json-client.ts",
+      "shared/kube/kube-watch.ts",
+    ],
+    surface: ["Agent", "ProxyAgent", "fetch", "request"],
+  },
+};
+
+/** A metafile path as seen from the repository, wherever node_modules really lies. */
+function repoPath(path: string): string {
+  const at = path.lastIndexOf("node_modules/");
+  return at === -1 ? path : path.slice(at);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+}
+
+/**
+ * The members of `specifier` that a module's source uses: through a binding
+ * of the whole module (`const x = require(...)`, `import x from`), each
+ * `x.a.b` as "a.b" and a call `x(...)` as "()"; through named imports (types
+ * aside), each name and each chain on it ("SocksClient.createConnection").
+ */
+function usesOf(text: string, specifier: string): Set<string> {
+  // Comment lines aside (a source map's URL, a JSDoc example).
+  const source = text.replace(/^\s*(\/\/|\/\*|\*).*$/gm, "");
+  const spec = escapeRegExp(specifier);
+  const bindings: { local: string; prefix: string }[] = [];
+  const whole = new RegExp(
+    `(?:(?:var|let|const)\\s+(\\w+)\\s*=\\s*require\\(\\s*['"]${spec}['"]\\s*\\)|import\\s+(?:\\*\\s+as\\s+)?(\\w+)\\s+from\\s*['"]${spec}['"])`,
+    "g",
+  );
+  for (const m of source.matchAll(whole)) bindings.push({ local: m[1] ?? m[2] ?? "", prefix: "" });
+  const uses = new Set<string>();
+  for (const m of source.matchAll(new RegExp(`import\\s*\\{([^}]*)\\}\\s*from\\s*['"]${spec}['"]`, "g"))) {
+    for (const part of (m[1] ?? "").split(",").map((p) => p.trim())) {
+      if (part === "" || part.startsWith("type ")) continue;
+      const [name = "", local = name] = part.split(/\s+as\s+/);
+      uses.add(name);
+      bindings.push({ local, prefix: name });
+    }
+  }
+  for (const { local, prefix } of bindings) {
+    for (const m of source.matchAll(new RegExp(`(?<![\\w.$])${local}((?:\\.\\w+)*)(\\s*\\()?`, "g"))) {
+      const chain = m[1] ?? "";
+      if (prefix !== "") uses.add(`${prefix}${chain}`);
+      else if (chain !== "") uses.add(chain.slice(1));
+      else if (m[2] !== undefined) uses.add("()");
+    }
+  }
+  return uses;
+}
+
+/** Whether `module` has what `use` names: a function for "()", else a defined value at the dotted chain. */
+function offers(module: unknown, use: string): boolean {
+  if (use === "()") return typeof module === "function";
+  let value: unknown = module;
+  for (const key of use.split(".")) {
+    if ((typeof value !== "object" && typeof value !== "function") || value === null) return false;
+    value = (value as Record<string, unknown>)[key];
+  }
+  return value !== undefined;
+}
+
+test("each shim stands in where expected and offers exactly what its importers use, as the real module does", async () => {
   const outDir = await mkdtemp(join(tmpdir(), "ksf-shim-importers-"));
   try {
-    const expected: Record<string, string[]> = {
-      socks: [
-        "node_modules/@kubernetes/client-node/dist/config.js",
-        "node_modules/socks-proxy-agent/dist/index.js",
-      ],
-      "socks-proxy-agent": ["node_modules/@kubernetes/client-node/dist/config.js"],
-      "@opentelemetry/api": ["node_modules/prom-client/lib/metrics/processCpuTotal.js"],
-      "body-parser": ["node_modules/express/lib/express.js"],
-      qs: ["node_modules/express/lib/utils.js", "node_modules/body-parser/lib/types/urlencoded.js"],
-    };
-    const seen = new Set<string>();
+    const importers = new Map<string, Set<string>>();
     for (const b of await buildFunctions({ outDir })) {
       const text = await readFile(b.file, "utf8");
       assert.ok(!/[\u0080-\uffff]/.test(text), `${b.name}: the bundle is ASCII only`);
       // The banner's node:module is the one built-in left as an ES import.
-      const esImports =
-        (await readFile(b.file, "utf8")).match(/^import .* from ["'][^"'.][^"']*["'];?$/gm) ?? [];
+      const esImports = text.match(/^import .* from ["'][^"'.][^"']*["'];?$/gm) ?? [];
       assert.deepEqual(esImports, [], `${b.name}: static ES imports ${JSON.stringify(esImports)}`);
       for (const [path, input] of Object.entries(b.metafile.inputs)) {
         if (path.startsWith("scripts/bundle-shims/")) continue;
         for (const imp of input.imports) {
-          const wanted = imp.original === undefined ? undefined : expected[imp.original];
-          if (wanted === undefined || imp.original === undefined) continue;
-          assert.ok(wanted.includes(path), `${b.name}: ${imp.original} imported by ${path}`);
-          seen.add(imp.original);
+          if (!imp.path.startsWith("scripts/bundle-shims/")) continue;
+          const shim = imp.path.slice("scripts/bundle-shims/".length);
+          const expected = SHIMS[shim];
+          assert.ok(
+            expected !== undefined,
+            `${b.name}: ${path} imports ${shim}, which this test does not know`,
+          );
+          assert.equal(imp.original, expected.specifier, `${shim} stands in for ${expected.specifier}`);
+          const found = importers.get(shim) ?? new Set<string>();
+          importers.set(shim, found.add(repoPath(path)));
         }
       }
     }
-    assert.deepEqual([...seen].sort(), Object.keys(expected).sort(), "each shimmed package is imported");
+    const files = (await readdir(join(REPO, "scripts", "bundle-shims"))).filter(
+      (f) => f !== "on-first-use.mjs",
+    );
+    assert.deepEqual([...importers.keys()].sort(), files.sort(), "every shim stands in somewhere");
+    for (const [shim, { specifier, importers: wanted, surface }] of Object.entries(SHIMS)) {
+      assert.deepEqual([...(importers.get(shim) ?? [])].sort(), wanted, `${shim}: importers`);
+      const used = new Set<string>();
+      for (const importer of wanted) {
+        const file = join(REPO, importer);
+        const uses = usesOf(await readFile(file, "utf8"), specifier);
+        assert.ok(uses.size > 0, `${importer} uses something of ${specifier}`);
+        for (const use of uses) used.add(use);
+        // The real module, as the importer would load it, has each of them.
+        const real: unknown = createRequire(file)(specifier);
+        for (const use of uses)
+          assert.ok(offers(real, use), `the real ${specifier} offers ${use} to ${importer}`);
+      }
+      assert.deepEqual([...used].sort(), surface, `${shim}: what its importers use of ${specifier}`);
+      const module: unknown = createRequire(import.meta.filename)(
+        join(REPO, "scripts", "bundle-shims", shim),
+      );
+      for (const use of surface) assert.ok(offers(module, use), `${shim} offers ${use}`);
+      const exported = shim.endsWith(".cjs") ? ["()"] : Object.keys(module as object);
+      const top = new Set(surface.map((use) => use.split(".")[0]));
+      assert.deepEqual(exported.sort(), [...top].sort(), `${shim} exports no more than is used`);
+    }
   } finally {
     await stopEsbuild();
     await rm(outDir, { recursive: true, force: true });
