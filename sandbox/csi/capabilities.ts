@@ -1,44 +1,23 @@
 // What the driver advertises. Both lists are configurable so tests can run
 // the sidecar logic against drivers of different shapes (for example one
 // without PUBLISH_UNPUBLISH_VOLUME, which the attacher handles trivially).
+import { csiEnumNames } from "../../shared/csi/proto.ts";
 import type { ControllerRpcType, NodeRpcType, PluginServiceType } from "../../shared/csi/types.ts";
 
-const controllerCapabilityNames = [
-  "CREATE_DELETE_VOLUME",
-  "PUBLISH_UNPUBLISH_VOLUME",
-  "LIST_VOLUMES",
-  "GET_CAPACITY",
-  "CREATE_DELETE_SNAPSHOT",
-  "LIST_SNAPSHOTS",
-  "CLONE_VOLUME",
-  "PUBLISH_READONLY",
-  "EXPAND_VOLUME",
-  "LIST_VOLUMES_PUBLISHED_NODES",
-  "VOLUME_CONDITION",
-  "GET_VOLUME",
-  "SINGLE_NODE_MULTI_WRITER",
-  "MODIFY_VOLUME",
-  "GET_SNAPSHOT",
-] as const satisfies readonly ControllerRpcType[];
-export type ControllerCapability = (typeof controllerCapabilityNames)[number];
+export type ControllerCapability = Exclude<ControllerRpcType, "UNKNOWN">;
+export type PluginCapability = Exclude<PluginServiceType, "UNKNOWN">;
+export type NodeCapability = Exclude<NodeRpcType, "UNKNOWN">;
 
-const pluginCapabilityNames = [
-  "CONTROLLER_SERVICE",
-  "VOLUME_ACCESSIBILITY_CONSTRAINTS",
-  "GROUP_CONTROLLER_SERVICE",
-  "SNAPSHOT_METADATA_SERVICE",
-] as const satisfies readonly PluginServiceType[];
-export type PluginCapability = (typeof pluginCapabilityNames)[number];
+/** Every name csi.proto gives the enum, but UNKNOWN (which no driver advertises). */
+function knownNames<T extends string>(enumName: string): readonly T[] {
+  return csiEnumNames(enumName).filter((name) => name !== "UNKNOWN") as T[];
+}
 
-const nodeCapabilityNames = [
-  "STAGE_UNSTAGE_VOLUME",
-  "GET_VOLUME_STATS",
-  "EXPAND_VOLUME",
-  "VOLUME_CONDITION",
-  "SINGLE_NODE_MULTI_WRITER",
-  "VOLUME_MOUNT_GROUP",
-] as const satisfies readonly NodeRpcType[];
-export type NodeCapability = (typeof nodeCapabilityNames)[number];
+const controllerCapabilityNames = knownNames<ControllerCapability>(
+  "csi.v1.ControllerServiceCapability.RPC.Type",
+);
+const pluginCapabilityNames = knownNames<PluginCapability>("csi.v1.PluginCapability.Service.Type");
+const nodeCapabilityNames = knownNames<NodeCapability>("csi.v1.NodeServiceCapability.RPC.Type");
 
 /** A node plugin that stages, so the kubelet's MountDevice step runs as on most real drivers. */
 const defaultNodeCapabilities: readonly NodeCapability[] = ["STAGE_UNSTAGE_VOLUME"];

@@ -66,8 +66,8 @@ function isMessageType(value: unknown): value is StaticMessageType {
   return typeof value === "function" && typeof (value as Partial<StaticMessageType>).encode === "function";
 }
 
-/** A message's static functions by fully qualified name ("csi.v1.VolumeCapability.MountVolume"). */
-export function csiStaticType(fullName: string): StaticMessageType {
+/** What the static code holds under a fully qualified name: a package, message or enum. */
+function staticLookup(fullName: string): unknown {
   let found: unknown = staticCode as StaticNamespace;
   for (const part of fullName.split(".")) {
     // Own properties only: a name like "prototype" or "constructor" is not a message.
@@ -78,8 +78,29 @@ export function csiStaticType(fullName: string): StaticMessageType {
         ? (found as StaticNamespace)[part]
         : undefined;
   }
+  return found;
+}
+
+/** A message's static functions by fully qualified name ("csi.v1.VolumeCapability.MountVolume"). */
+export function csiStaticType(fullName: string): StaticMessageType {
+  const found = staticLookup(fullName);
   if (!isMessageType(found)) throw new Error(`csi.proto has no message ${fullName}`);
   return found;
+}
+
+/**
+ * An enum's value names in declaration order, e.g.
+ * "csi.v1.ControllerServiceCapability.RPC.Type" -> ["UNKNOWN", "CREATE_DELETE_VOLUME", ...].
+ */
+export function csiEnumNames(fullName: string): string[] {
+  const found = staticLookup(fullName);
+  // The static code makes an enum an object of name -> number (numbers -> names sit on its prototype).
+  const names =
+    typeof found === "object" && found !== null
+      ? Object.entries(found).filter(([, value]) => typeof value === "number")
+      : [];
+  if (names.length === 0) throw new Error(`csi.proto has no enum ${fullName}`);
+  return names.sort(([, a], [, b]) => (a as number) - (b as number)).map(([name]) => name);
 }
 
 function serializerOf(typeName: string): (value: object) => Buffer {

@@ -7,6 +7,7 @@ import { CSI_PROTO } from "../../scripts/generate-csi.ts";
 import { capabilitiesFrom } from "../../shared/csi/capabilities.ts";
 import {
   CSI_SERVICE_NAMES,
+  csiEnumNames,
   csiMethod,
   csiServiceClient,
   csiServiceDefinition,
@@ -37,6 +38,27 @@ test("every method's response is <Method>Response and its path is the full gRPC 
   assert.throws(() => csiMethod("Controller", "NoSuchCall"), /no method/);
   assert.equal(typeof csiServiceClient("Identity"), "function");
   assert.equal(csiServiceDefinition("Node"), csiServiceDefinition("Node"), "built once per process");
+});
+
+test("csiEnumNames lists an enum's value names in csi.proto's order, and refuses what is no enum", () => {
+  assert.deepEqual(csiEnumNames("csi.v1.PluginCapability.VolumeExpansion.Type"), [
+    "UNKNOWN",
+    "ONLINE",
+    "OFFLINE",
+  ]);
+  assert.deepEqual(csiEnumNames("csi.v1.VolumeCapability.AccessMode.Mode"), [
+    "UNKNOWN",
+    "SINGLE_NODE_WRITER",
+    "SINGLE_NODE_READER_ONLY",
+    "MULTI_NODE_READER_ONLY",
+    "MULTI_NODE_SINGLE_WRITER",
+    "MULTI_NODE_MULTI_WRITER",
+    "SINGLE_NODE_SINGLE_WRITER",
+    "SINGLE_NODE_MULTI_WRITER",
+  ]);
+  for (const name of ["csi.v1", "csi.v1.Volume", "csi.v1.NoSuchEnum", "csi.v1.Volume.prototype", ""]) {
+    assert.throws(() => csiEnumNames(name), /no enum/, name);
+  }
 });
 
 test("fromWire turns int64 strings into bigint at any depth and drops absent messages", () => {
