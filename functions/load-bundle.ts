@@ -2,26 +2,15 @@
 // <name>/index.cjs, already wrapped in the function Node wraps modules in)
 // with the V8 code cache beside it, <name>/index.cjs.v8cache.
 //
-// Why not Node's compile cache (NODE_COMPILE_CACHE): Node makes its cache
-// entry as it compiles a module, before running it. V8 compiles a function
-// only when it is first called, so that entry holds the top-level code and
-// little else: every module factory of the bundle, and everything they call
-// while the modules load, was compiled again at each start. A cache made
-// with vm.Script#createCachedData after the modules have been evaluated
-// holds all of that (the provisioner's is 2.5 times larger), which took
-// 28-41 ms off the cold start of the binder, provisioner and attacher against
-// the primed compile cache (alternating runs; bench figure 1). Written after
-// the function was also built (scripts/prime-code-cache.ts), it took another
-// 14 (binder) to 25 ms (provisioner) off.
+// Not Node's compile cache: that is written before the modules run, so it
+// misses every function compiled while they load; this one is written after
+// (how much that saves: bench/README.md).
 //
-// V8 accepts a cache only for the same V8 version and V8 flags, and rejects
-// any other; the bundle then compiles as it would without one. So the cache
-// is written by the node binary and with the NODE_OPTIONS that will run it
-// (scripts/prime-code-cache.ts spawns it so), and a rejected cache is
-// reported, not fatal. V8 checks the source by its length only: a cache of
-// another text of the same length would be taken, and run that text's code.
-// So the file starts with the CRC-32 of the bundle it was made from (about
-// 1 ms for 4.5 MB), and a cache of other bytes is rejected before V8 sees it.
+// V8 takes a cache only from the same V8 version and flags, so
+// scripts/prime-code-cache.ts writes it with the node binary and NODE_OPTIONS
+// that will run it, and a rejected cache is reported, not fatal. V8 checks the
+// source by its length only, so the file starts with the CRC-32 of the
+// bundle it was made from, and a cache of other bytes never reaches V8.
 
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -51,7 +40,7 @@ export interface LoadedBundle {
 /** Compiles and runs `bundle` (an absolute path) as Node runs a CommonJS module, with its code cache if there is one. */
 export function loadBundle(bundle: string): LoadedBundle {
   const cacheFile = codeCachePath(bundle);
-  // Read as text, not as a Buffer to decode: that Buffer (3-4.5 MB) would stay resident until a full collection.
+  // Read as text: a Buffer to decode would stay resident until a full collection.
   const source = readFileSync(bundle, "utf8");
   const checksum = crc32(source);
   const file = existsSync(cacheFile) ? readFileSync(cacheFile) : undefined;

@@ -5,12 +5,11 @@
 // meta.json, and serve.mjs to start one: `FUNCTION=<name> node
 // dist/functions/serve.mjs` (same environment as `npm run serve`).
 //
-// Why: loading the TypeScript sources unbundled costs about a second per cold
-// start (thousands of files resolved and read, most of them client-node's);
-// one file of just the reachable code loads several times faster, and a code
-// cache written after its modules ran (scripts/prime-code-cache.ts,
-// functions/load-bundle.ts) shortens it further (bench/cold-start.ts).
-// CommonJS, not an ES module, because only vm.Script writes a cache after running.
+// Why: one file of just the reachable code loads several times faster than
+// thousands of source files, and a code cache written after its modules ran
+// (scripts/prime-code-cache.ts, functions/load-bundle.ts) shortens it further
+// (figures: bench/README.md). CommonJS, not an ES module, because only
+// vm.Script writes a cache after running.
 //
 //   npm run build:functions [-- --out DIR] [--no-code-cache] [NAME ...]
 //

@@ -39,9 +39,8 @@ export interface BuiltLambda {
  * "cjs": a CommonJS module, `<name>/index.cjs`, for functions/load-bundle.ts,
  * which runs it with a V8 code cache made after its modules were evaluated.
  * The file holds the module already wrapped in the function Node wraps
- * modules in (BUNDLE_WRAPPER), so the loader compiles its text as it is:
- * wrapping it at load time made a second copy of 3-4.5 MB of source, which
- * stayed in the heap until the next full collection.
+ * modules in (BUNDLE_WRAPPER), so the loader compiles its text as it is,
+ * without a second copy of the source in the heap.
  */
 export type BundleFormat = "esm" | "cjs";
 
@@ -58,10 +57,9 @@ export interface BundleOptions {
 
 /**
  * @kubernetes/client-node's index re-exports its generated API clients and
- * every model (over 600 KiB), and the package does not declare itself free of
- * side effects, so a bundle that uses KubeConfig, Watch and ListWatch would
- * still carry and evaluate all of them at start. Its modules only define
- * things, so they may be dropped when nothing of theirs is used.
+ * every model, and the package does not declare itself free of side effects,
+ * so a bundle would carry and evaluate all of them at start. Its modules only
+ * define things, so they may be dropped when nothing of theirs is used.
  */
 const clientNodeWithoutSideEffects: Plugin = {
   name: "client-node-without-side-effects",
@@ -81,11 +79,9 @@ const clientNodeWithoutSideEffects: Plugin = {
 };
 
 /**
- * Packages a bundle takes from scripts/bundle-shims instead (see each file
- * for why): undici (the part our functions use), mime-types (its tables
- * built on first need), socks, socks-proxy-agent, @opentelemetry/api,
- * body-parser and qs (loaded on first use). A shim that loads its real
- * package imports it by name, and that import resolves to the package itself.
+ * Packages a bundle takes from scripts/bundle-shims instead (each file says
+ * why). A shim that loads its real package imports it by name, and that
+ * import resolves to the package itself.
  */
 const SHIMMED_PACKAGES: Readonly<Record<string, string>> = {
   undici: "undici.mjs",
@@ -129,14 +125,11 @@ const bundleShims: Plugin = {
 };
 
 /**
- * Node built-ins reached by `import` come in through `require` instead.
- * Importing a built-in as an ES module makes Node build a module facade,
- * which reads every export, and some exports are getters that load
- * whole subsystems: `node:http`'s WebSocket, CloseEvent and MessageEvent
- * load Node's internal undici (about 20 ms), `node:crypto`'s webcrypto a
- * few more. `require` hands over the exports object without reading them.
- * Each such import becomes a tiny CommonJS module that requires the
- * built-in, so esbuild's interop reads properties only when the code uses them.
+ * Node built-ins reached by `import` come in through `require` instead: the
+ * module facade of an ES import reads every export, and some are getters that
+ * load whole subsystems (`node:http`'s WebSocket loads Node's internal undici),
+ * while `require` hands over the exports object unread. Each such import
+ * becomes a tiny CommonJS module that requires the built-in.
  */
 const builtinsThroughRequire: Plugin = {
   name: "builtins-through-require",
@@ -198,13 +191,10 @@ export function bundleOptions(
 
 /**
  * Source text as ASCII: every other character as a \u escape. esbuild
- * escapes strings, templates, regular expressions and identifiers itself
- * (its default charset), but keeps comments as they are, and a few
- * dependencies' comments hold a typographic quote or a dash. One such
- * character makes V8 hold the whole 3-4 MB source as two-byte text, which
- * is slower to read, checksum for the code cache and scan for every function
- * compiled on first call: about 7 ms of a cold start. In a comment the
- * escape is text like any other, and anywhere else it means the same character.
+ * escapes everything but comments, and one non-ASCII character in a
+ * dependency's comment makes V8 hold the whole source as two-byte text,
+ * slower to read and compile. In a comment the escape is text like any
+ * other, and anywhere else it means the same character.
  */
 export function asciiOnly(source: string): string {
   return source.replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);

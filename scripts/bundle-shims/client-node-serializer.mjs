@@ -3,8 +3,8 @@
 // ObjectSerializer for one thing: passing its label and field selectors,
 // strings, through serialize(value, "string"), which returns them as they
 // are. The real module imports every generated model class of the
-// Kubernetes API (about 700 modules), all evaluated at start: the binder
-// (watched PV copy) carried them for that alone. Any other use fails loudly.
+// Kubernetes API, all evaluated at start, for that alone. Any other use
+// fails loudly.
 export const ObjectSerializer = {
   serialize(data, type) {
     if (type === "string" && (data === undefined || typeof data === "string")) return data;

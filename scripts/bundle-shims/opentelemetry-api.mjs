@@ -1,9 +1,9 @@
 // @opentelemetry/api as the function bundles see it (scripts/build-lambda.ts
 // bundleOptions): prom-client's process CPU metric imports it at load for one
 // thing, the current span of an exemplar (only with exemplars enabled, which
-// we never do). Loading the API cost ~2.5 ms of each cold start; it is now
-// loaded on that first use. test/deploy/bundle-shims.test.ts checks that
-// nothing else in the bundles imports it.
+// we never do), so the API is loaded on that first use rather than at every
+// cold start. test/deploy/bundle-shims.test.ts checks that nothing else in
+// the bundles imports it.
 import { onFirstUse } from "./on-first-use.mjs";
 
 // Resolved by the bundler to the real package (this file is the importer).

@@ -1,8 +1,7 @@
 // qs as the function bundles see it (scripts/build-lambda.ts bundleOptions):
 // express requires it at load for its "extended" query parser, which our
-// functions do not select (express 5's default is node:querystring). Loading
-// it, with side-channel and get-intrinsic, cost a few ms of each cold start;
-// it is now loaded on the first parse.
+// functions do not select (express 5's default is node:querystring), so it
+// is loaded on the first parse rather than at every cold start.
 import { onFirstUse } from "./on-first-use.mjs";
 
 // Resolved by the bundler to the real package (this file is the importer).

@@ -1,7 +1,6 @@
 // socks-proxy-agent as the function bundles see it (scripts/build-lambda.ts
 // bundleOptions): loaded when client-node builds an agent for a cluster with a
-// socks:// proxyUrl, not at every start. Loading it (socks, ip-address, debug)
-// cost ~6 ms of each cold start, for a setting few clusters use. The real
+// socks:// proxyUrl, a setting few clusters use, not at every start. The real
 // class is constructed and returned, so the caller holds a real agent.
 import { onFirstUse } from "./on-first-use.mjs";
 

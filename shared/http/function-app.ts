@@ -118,9 +118,8 @@ interface RequestState {
 /**
  * A request's context whose child logger is made on first use: a child costs
  * a copy of its bindings through pino's redaction, and most requests log only
- * the request line, which names the request id itself. A class, not an object
- * literal with a getter: each such literal gets a hidden class of its own
- * (the getter is part of it), and the admission p99 doubled (3 -> 7 ms).
+ * the request line. A class, because an object literal with a getter gets a
+ * hidden class of its own each time (cost: bench/README.md).
  */
 class LazyLogContext implements RequestContext {
   #log: Logger | undefined;
