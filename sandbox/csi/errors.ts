@@ -1,29 +1,13 @@
 // gRPC status errors the driver answers with. Handlers throw CsiError with a
-// code name; the gRPC binding turns it into the status on the wire, so the
-// driver logic never touches grpc-js.
-import { status } from "@grpc/grpc-js";
+// code name; the gRPC binding puts its number on the wire, so the driver
+// logic never touches grpc-js.
+import { GrpcCode, type GrpcCodeNumber } from "../../shared/csi/errors.ts";
 
-/** Every non-OK gRPC status code, by name. */
-export const errorCodeNames = [
-  "CANCELLED",
-  "UNKNOWN",
-  "INVALID_ARGUMENT",
-  "DEADLINE_EXCEEDED",
-  "NOT_FOUND",
-  "ALREADY_EXISTS",
-  "PERMISSION_DENIED",
-  "RESOURCE_EXHAUSTED",
-  "FAILED_PRECONDITION",
-  "ABORTED",
-  "OUT_OF_RANGE",
-  "UNIMPLEMENTED",
-  "INTERNAL",
-  "UNAVAILABLE",
-  "DATA_LOSS",
-  "UNAUTHENTICATED",
-] as const;
+/** A non-OK gRPC status code, by name. */
+export type ErrorCodeName = Exclude<keyof typeof GrpcCode, "OK">;
 
-export type ErrorCodeName = (typeof errorCodeNames)[number];
+/** Every non-OK gRPC status code, by name, in code order. */
+export const errorCodeNames = Object.keys(GrpcCode).filter((name) => name !== "OK") as ErrorCodeName[];
 
 export function isErrorCodeName(v: unknown): v is ErrorCodeName {
   return typeof v === "string" && (errorCodeNames as readonly string[]).includes(v);
@@ -38,8 +22,8 @@ export class CsiError extends Error {
   }
 
   /** The numeric gRPC status for the wire. */
-  get grpcCode(): status {
-    return status[this.code];
+  get grpcCode(): GrpcCodeNumber {
+    return GrpcCode[this.code];
   }
 }
 
