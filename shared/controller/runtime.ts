@@ -75,8 +75,6 @@ export interface RuntimeOptions extends RetryOptions {
   resyncConcurrency?: number;
   /** Decisions one sync may chain with `again`. Default 16. */
   maxRounds?: number;
-  /** Called after every sync that did not throw (metrics). */
-  onSynced?: (result: SyncResult) => void;
 }
 
 export interface ResyncReport {
@@ -164,16 +162,11 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
 
   private syncKey(key: K): Promise<Synced<F>> {
     const id = this.spec.keyId(key);
-    return this.serializer.run(id, async () => {
-      const { maxAttempts = 5, baseDelayMs, maxDelayMs, sleep, random, onSynced } = this.options;
-      const retry = { maxAttempts, baseDelayMs, maxDelayMs, sleep, random };
-      const result = await retryWhileLosingRaces(
-        (attempt) => this.syncOnce(key, id, attempt),
-        definedOnly(retry),
-      );
-      onSynced?.(strip(result));
-      return result;
-    });
+    const { maxAttempts = 5, baseDelayMs, maxDelayMs, sleep, random } = this.options;
+    const retry = definedOnly({ maxAttempts, baseDelayMs, maxDelayMs, sleep, random });
+    return this.serializer.run(id, () =>
+      retryWhileLosingRaces((attempt) => this.syncOnce(key, id, attempt), retry),
+    );
   }
 
   private async syncOnce(key: K, id: string, attempt: number): Promise<Synced<F>> {
