@@ -22,8 +22,15 @@
 //      writes to one object, `run.defer(p)` sends an Event without blocking,
 //      `run.carry(c)` hands a result (a CSI answer) to the next round's load.
 //   F  follow-ups a plan names; `followUpKeys(f, from)` resolves them (may
-//      read; default: F is K); `repeatable(key)` allows a second sync.
+//      read; default: F is K); `repeatable(key)` allows a second sync; they
+//      run after the key's own sync, bounded by maxFollowUps (default 16)
+//      and followUpDepth.
 //   R  the report shape each POST answers; `report(result, key)` builds it.
+//   `keysOf` may also answer without syncing ({reports}); `resyncKeys()`
+//   gives waves of keys (run one after another through a pool of
+//   resyncConcurrency) and the counts the resync answer starts with.
+// Subclass ControllerRuntime to keep a controller's own public methods
+// (`syncClaim(ns, name)` = `this.sync(key)`); see shared/protection/runtime.
 // Errors: a 409, or a 404 from a write, means the race was lost: the whole
 // load → decide → execute runs again (RuntimeOptions.maxAttempts, default 5),
 // then ConflictRetriesExhaustedError (answered 409 / retry later). Any other
