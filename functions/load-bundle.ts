@@ -24,12 +24,12 @@ export function codeCachePath(bundle: string): string {
 }
 
 /** What became of the bundle's code cache. */
-export type CodeCacheUse = "accepted" | "rejected" | "absent";
+type CodeCacheUse = "accepted" | "rejected" | "absent";
 
 /** The cache file: the CRC-32 of the bundle's text (UTF-8, 4 bytes, little endian), then V8's data. */
 const CHECKSUM_BYTES = 4;
 
-export interface LoadedBundle {
+interface LoadedBundle {
   /** The bundle's module.exports. */
   exports: Record<string, unknown>;
   codeCache: CodeCacheUse;

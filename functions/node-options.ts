@@ -8,10 +8,10 @@
 export const FUNCTION_NODE_OPTIONS = "--max-semi-space-size=4 --max-old-space-size=64";
 
 // One malloc arena: memory freed in one thread's arena is not reused by another's, so each kept a high-water mark.
-export const FUNCTION_MALLOC_ARENA_MAX = "1";
+const FUNCTION_MALLOC_ARENA_MAX = "1";
 
 // glibc's starting thresholds (128 KiB), set so glibc does not raise them and keep large freed buffers resident.
-export const FUNCTION_MALLOC_THRESHOLD = "131072";
+const FUNCTION_MALLOC_THRESHOLD = "131072";
 
 /** The environment the image gives every function process. */
 export const FUNCTION_PROCESS_ENV: Readonly<Record<string, string>> = Object.freeze({

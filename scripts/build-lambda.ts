@@ -21,10 +21,10 @@ import { type BuildOptions, build, type Metafile, type Plugin } from "esbuild";
 import { FUNCTION_NAMES, isFunctionName } from "../functions/serve.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-export const DEFAULT_OUT_DIR = join(REPO, "dist", "lambda");
+const DEFAULT_OUT_DIR = join(REPO, "dist", "lambda");
 
 /** Which module of functions/<name>/ a bundle starts from: `lambda.ts` (exports `handler`) or `main.ts` (serves). */
-export type FunctionEntry = "lambda" | "main";
+type FunctionEntry = "lambda" | "main";
 
 export interface BuiltLambda {
   name: string;
@@ -42,9 +42,9 @@ export interface BuiltLambda {
  * modules in (BUNDLE_WRAPPER), so the loader compiles its text as it is,
  * without a second copy of the source in the heap.
  */
-export type BundleFormat = "esm" | "cjs";
+type BundleFormat = "esm" | "cjs";
 
-export interface BundleOptions {
+interface BundleOptions {
   /** Where `<name>/index.mjs` (or `.cjs`) go. */
   outDir: string;
   entry: FunctionEntry;

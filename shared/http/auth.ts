@@ -20,20 +20,21 @@
 
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
+import type { Env } from "../config.ts";
 import { loadKubeConfig } from "../kube/client.ts";
 import { KubeJsonClient } from "../kube/json-client.ts";
 import { type ResourceDescriptor, tokenReviews } from "../kube/resources.ts";
 import type { KubeObject } from "../kube/types.ts";
 
-export type AuthMode = "none" | "token" | "tokenreview";
+type AuthMode = "none" | "token" | "tokenreview";
 
-export interface AuthUser {
+interface AuthUser {
   username: string;
   uid?: string;
   groups: string[];
 }
 
-export interface Authenticator {
+interface Authenticator {
   /** The token's user, undefined for a token that is not valid; throws when it cannot tell (API down). */
   authenticate(token: string): Promise<AuthUser | undefined>;
 }
@@ -47,17 +48,17 @@ export interface AuthPolicy {
   close?(): Promise<void>;
 }
 
-export type AuthOutcome =
+type AuthOutcome =
   | { ok: true; user: AuthUser }
   | { ok: false; status: 401 | 403; error: string; challenge?: string };
 
-export class AuthConfigError extends Error {
+class AuthConfigError extends Error {
   override name = "AuthConfigError";
 }
 
 /** The user name a `token`-mode caller gets in logs. */
-export const STATIC_TOKEN_USER = "static-token";
-export const DEFAULT_AUTH_CACHE_TTL_MS = 10_000;
+const STATIC_TOKEN_USER = "static-token";
+const DEFAULT_AUTH_CACHE_TTL_MS = 10_000;
 const DEFAULT_MAX_CACHE_ENTRIES = 1000;
 
 function digest(value: string): Buffer {
@@ -82,11 +83,11 @@ export function staticTokenAuthenticator(
 }
 
 /** What a TokenReview needs of a client; KubeJsonClient fits. */
-export interface TokenReviewClient {
+interface TokenReviewClient {
   create<T extends KubeObject>(r: ResourceDescriptor, obj: T): Promise<T>;
 }
 
-export interface TokenReviewOptions {
+interface TokenReviewOptions {
   client: TokenReviewClient;
   /** spec.audiences; the answer must name one of them. Default: the API server's own audience. */
   audiences?: readonly string[];
@@ -203,8 +204,6 @@ export async function authorize(
   return { ok: true, user };
 }
 
-export type Env = Record<string, string | undefined>;
-
 function setting(env: Env, name: string): string | undefined {
   const raw = env[name]?.trim();
   return raw === undefined || raw === "" ? undefined : raw;
@@ -217,7 +216,7 @@ function list(raw: string | undefined): string[] {
     .filter((s) => s !== "");
 }
 
-export interface AuthFromEnvOptions {
+interface AuthFromEnvOptions {
   /** The API client for tokenreview; defaults to one from KUBECONFIG or the service account. */
   kube?: () => TokenReviewClient & { close?(): Promise<void> };
 }

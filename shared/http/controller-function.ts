@@ -25,7 +25,7 @@ export interface Controller {
   resync(): Promise<object>;
 }
 
-export interface ControllerFunctionOptions {
+interface ControllerFunctionOptions {
   name: string;
   controller: Controller;
   routes?: (router: FunctionRoutes, ctx: () => RequestContext) => void;

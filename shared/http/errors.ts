@@ -53,9 +53,9 @@ export class BadRequestError extends Error {
   }
 }
 
-export type ErrorClass = "bad_request" | "transient" | "internal";
+type ErrorClass = "bad_request" | "transient" | "internal";
 
-export interface ErrorAnswer {
+interface ErrorAnswer {
   class: ErrorClass;
   status: number;
   body: { error: string };
@@ -68,7 +68,7 @@ export interface ErrorAnswer {
 const TRANSIENT_GRPC_CODES = new Set([4, 8, 10, 14]);
 
 /** A grpc-js ServiceError: numeric `code` 0..16 with `details` and `metadata`. */
-export function isTransientGrpcError(err: unknown): boolean {
+function isTransientGrpcError(err: unknown): boolean {
   return (
     isRecord(err) &&
     typeof err.code === "number" &&

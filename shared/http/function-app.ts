@@ -77,7 +77,7 @@ export interface FunctionSpec<E> {
 }
 
 /** What serveFunction (and tests) need beyond the express app itself. */
-export interface FunctionRuntime {
+interface FunctionRuntime {
   readonly name: string;
   readonly log: Logger;
   readonly metrics: Registry;
@@ -91,7 +91,7 @@ export interface FunctionRuntime {
 
 export type FunctionApp = Express & { readonly runtime: FunctionRuntime };
 
-export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 const READY_TIMEOUT_MS = 5000;
 const PROBE_ROUTES = new Set(["/healthz", "/readyz", "/metrics"]);
 

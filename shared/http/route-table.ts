@@ -14,7 +14,7 @@ type RouteMethod = (typeof ROUTE_METHODS)[number];
 /** How a function adds routes: express's route methods, each recorded in the table. */
 export type FunctionRoutes = Pick<Router, RouteMethod>;
 
-export interface RouteMatch {
+interface RouteMatch {
   /** The route pattern, for logs and metric labels. */
   pattern: string;
   /** Upper-case methods, HEAD included wherever GET is. */

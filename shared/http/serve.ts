@@ -21,9 +21,9 @@ import { createReloadingHttpsServer } from "../tls/https.ts";
 import type { TlsSource } from "../tls/serving.ts";
 import type { FunctionApp } from "./function-app.ts";
 
-export type CloseHook = () => void | Promise<void>;
+type CloseHook = () => void | Promise<void>;
 
-export interface ServeOptions {
+interface ServeOptions {
   /** Defaults to app.runtime.name for apps from createFunctionApp. */
   name?: string;
   /** Defaults to PORT, then 0 (any free port). */
