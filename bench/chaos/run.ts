@@ -94,7 +94,7 @@ export interface ChaosReport {
     byResource: Record<string, number>;
   };
   /** Pods the harness created and deleted, and how many of them the sandbox kubelets ran. */
-  pods: { created: number; deleted: number; ran: number };
+  pods: { created: number; deleted: number; ran: number; ranAfterChaos: boolean; goneAfterChaos: boolean };
   settle: {
     passes: number;
     quiet: boolean;
@@ -167,6 +167,28 @@ function pendingBackoffMs(objects: readonly KubeObject[], now: number): number {
 async function sleepWhile(ms: number, go: () => boolean): Promise<void> {
   const until = Date.now() + ms;
   while (go() && Date.now() < until) await sleep(Math.min(250, until - Date.now()));
+}
+
+/** A pod on the claim, until Running (scheduler, attach, node status, kubelet), then deleted until gone. */
+async function runOnePod(
+  harness: HarnessClient,
+  claimName: string,
+): Promise<{ ran: boolean; gone: boolean }> {
+  const name = "pod-after-chaos";
+  await harness.create(pods, pod(name, claimName));
+  const until = async (check: (p: Pod | undefined) => boolean): Promise<boolean> => {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      const p = (await harness.list<Pod>(pods)).find((x) => x.metadata.name === name);
+      if (check(p)) return true;
+      await sleep(250);
+    }
+    return false;
+  };
+  const ran = await until((p) => p?.status?.phase === "Running");
+  await harness.delete(pods, name, namespace);
+  const gone = await until((p) => p === undefined);
+  return { ran, gone };
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -454,6 +476,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // A scheduled pod goes once its kubelet has unpublished and unstaged its volume.
     const podsDeadline = Date.now() + 60_000;
     while ((await harness.list<Pod>(pods)).length > 0 && Date.now() < podsDeadline) await sleep(250);
+    // After the chaos, the whole path still works: one pod on a surviving claim runs, then goes.
+    const after = await runOnePod(harness, mainClaims[Math.floor(random() * mainClaims.length)]!.name);
     const tChaos = Date.now();
     say(
       `settle: faults off, pods gone, ${boundWhenChaosEnded}/${options.claims} bound; resyncing until quiet`,
@@ -576,7 +600,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         eventWrites: writes.events,
         byResource: writes.byResource,
       },
-      pods: { ...podCounts, ran: seen.podsRan },
+      pods: { ...podCounts, ran: seen.podsRan, ranAfterChaos: after.ran, goneAfterChaos: after.gone },
       settle: { passes, quiet, resyncs, resyncFailures, lastResync },
       watchdog: { changesSeen: seen.changesSeen, attachedOnTwoNodes: seen.attachedOnTwoNodes.length },
     };

@@ -52,17 +52,17 @@ export class Trace {
       request: CsiRequest<M>,
     ): Promise<CsiResponse<M>> => {
       if (!traced.has(method)) return invoke(method, request);
-      const r = request as { volume_id?: string; node_id?: string; name?: string };
-      const what = `${method}${r.node_id ? ` node ${r.node_id}` : ""}`;
+      const r = request as { volumeId?: string; nodeId?: string; name?: string };
+      const what = `${method}${r.nodeId ? ` node ${r.nodeId}` : ""}`;
       const keyOf = (id: string | undefined): string => (id ? this.keyOfHandle(id) : `name:${r.name}`);
       try {
         const response = await invoke(method, request);
-        const id = r.volume_id ?? (response as { volume?: { volume_id?: string } }).volume?.volume_id;
+        const id = r.volumeId ?? (response as { volume?: { volumeId?: string } }).volume?.volumeId;
         this.add(keyOf(id), `${what} ok; published on [${id ? driver.publishedNodes(id).join(",") : ""}]`);
         return response;
       } catch (err) {
         const message = err instanceof Error ? err.message : String(err);
-        const id = r.volume_id;
+        const id = r.volumeId;
         this.add(
           keyOf(id),
           `${what} failed (${message.slice(0, 80)}); published on [${id ? driver.publishedNodes(id).join(",") : ""}]`,
