@@ -1,7 +1,7 @@
 // What every functions/<name>/main.ts exports as build(): the function made
 // from its environment, not yet serving. The two entries share it, so each
 // function is put together in one place: main() serves it as a process
-// (container, `npm run serve`), lambda.ts hands its app to ../lambda-adapter.ts.
+// (container, `npm run serve`), lambda.ts hands it to ../lambda-adapter.ts.
 
 import type { FunctionApp } from "../shared/http/function-app.ts";
 import { serveFunction } from "../shared/http/serve.ts";

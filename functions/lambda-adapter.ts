@@ -20,8 +20,8 @@ import { join } from "node:path";
 import serverlessHttp from "serverless-http";
 import { staticTokenFromEnv } from "../shared/http/auth.ts";
 import { classifyError, RetryLaterError } from "../shared/http/errors.ts";
-import type { FunctionApp } from "../shared/http/function-app.ts";
 import { createLogger } from "../shared/log.ts";
+import type { BuiltFunction } from "./built-function.ts";
 
 /** The fields of an API Gateway v2 / function URL event the adapter reads or makes. */
 export interface FunctionUrlEvent {
@@ -119,17 +119,17 @@ function unavailable(name: string, err: unknown): FunctionUrlResult {
 }
 
 /**
- * A Lambda handler serving `build()`'s app. The app is built on the first
- * invocation of each cold start and reused; a failed build is retried on the
- * next invocation instead of pinning the instance to the error.
+ * A Lambda handler serving the app of a function's `build()`. It is built on
+ * the first invocation of each cold start and reused; a failed build is
+ * retried on the next invocation instead of pinning the instance to the error.
  */
-export function lambdaHandler(name: string, build: () => Promise<FunctionApp>): LambdaHandler {
+export function lambdaHandler(name: string, build: () => Promise<BuiltFunction>): LambdaHandler {
   let wrapped: Promise<Wrapped> | undefined;
   return async (event, context = {}) => {
     if (wrapped === undefined) {
       wrapped = (async () => {
         materializeKubeconfig(process.env);
-        const app = await build();
+        const { app } = await build();
         return serverlessHttp(app, { provider: "aws" }) as Wrapped;
       })();
       wrapped.catch(() => {

@@ -5,4 +5,4 @@
 import { lambdaHandler } from "../lambda-adapter.ts";
 import { build } from "./main.ts";
 
-export const handler = lambdaHandler("attach-detach", async () => (await build()).app);
+export const handler = lambdaHandler("attach-detach", build);

@@ -5,8 +5,6 @@ import { lambdaHandler } from "../lambda-adapter.ts";
 import { build } from "./main.ts";
 
 // No watched copies: a frozen Lambda cannot keep a watch open.
-export const handler = lambdaHandler(
-  "binder",
-  async () =>
-    (await build({ ...process.env, BINDER_VOLUME_CACHE: "false", STORAGE_CLASS_CACHE: "false" })).app,
+export const handler = lambdaHandler("binder", () =>
+  build({ ...process.env, BINDER_VOLUME_CACHE: "false", STORAGE_CLASS_CACHE: "false" }),
 );

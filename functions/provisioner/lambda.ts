@@ -6,8 +6,6 @@ import { lambdaHandler } from "../lambda-adapter.ts";
 import { build } from "./main.ts";
 
 // No watched copies: a frozen Lambda cannot keep a watch open.
-export const handler = lambdaHandler(
-  "provisioner",
-  async () =>
-    (await build({ ...process.env, PROVISIONER_TOPOLOGY_CACHE: "false", STORAGE_CLASS_CACHE: "false" })).app,
+export const handler = lambdaHandler("provisioner", () =>
+  build({ ...process.env, PROVISIONER_TOPOLOGY_CACHE: "false", STORAGE_CLASS_CACHE: "false" }),
 );
