@@ -30,6 +30,7 @@ import { type AdmissionLatencyResult, runAdmissionLatency } from "./admission-la
 import { type BindLatencyResult, runBindLatency } from "./bind-latency.ts";
 import { type ColdStartResult, runColdStart } from "./cold-start.ts";
 import { type ProvisioningResult, runProvisioning } from "./provisioning.ts";
+import { wantsRealServer } from "./real/options.ts";
 import { cpuLoopMs, cpuSnapshot, load, otherLoad, progress, round } from "./support.ts";
 
 export const PARTS = ["coldStart", "admissionLatency", "provisioning", "bindLatency"] as const;
@@ -289,6 +290,11 @@ export function paramsFromArgs(args: string[]): BenchParams {
 }
 
 if (import.meta.main) {
+  // A kubeconfig (flag or KUBECONFIG) points the bench at a real API server: bench/real/run.ts.
+  if (wantsRealServer(process.argv.slice(2), process.env)) {
+    const { mainReal } = await import("./real/run.ts");
+    process.exit(await mainReal(process.argv.slice(2)));
+  }
   try {
     const report = await runBench(paramsFromArgs(process.argv.slice(2)));
     const judged = report.summary.filter((l) => l.judged !== false);

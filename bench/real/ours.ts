@@ -1,0 +1,252 @@
+// Our control plane on a real API server, as deployed: each function the
+// bundle of `npm run build:functions` in the image's environment (every one the workloads use: BENCH_FUNCTIONS), the
+// admission function over HTTPS registered with kube-apiserver by
+// `clientConfig.url` + `caBundle` (deploy/webhooks.yaml's hooks and
+// failure policies), the bundled forwarder as its own process feeding the
+// controllers the kinds deploy/sources.yaml gives them, a /resync call to
+// every controller each minute (the PingSources), and the sandbox CSI
+// driver as a standalone gRPC server standing in for the storage backend.
+
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import { systemFunctions } from "../../sandbox/system.ts";
+import { isNotFound } from "../../shared/kube/api-errors.ts";
+import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import {
+  mutatingWebhookConfigurations,
+  persistentVolumeClaims,
+  type ResourceDescriptor,
+  validatingWebhookConfigurations,
+} from "../../shared/kube/resources.ts";
+import type { KubeObject } from "../../shared/kube/types.ts";
+import { generateCertificates } from "../../shared/tls/certificates.ts";
+import { progress, REPO, type SpawnedFunction, shippedFunction, spawnFunction } from "../support.ts";
+import { type Child, readyLine, startChild } from "./processes.ts";
+
+export const WEBHOOK_CONFIG_NAME = "kube-storage-functions-bench";
+
+/**
+ * The workloads run no pods, so the attach/detach controller has nothing to
+ * do on either side and runs on neither (ours would also delete the bench's
+ * VolumeAttachments: it treats every node as controller-managed).
+ */
+export const BENCH_FUNCTIONS = systemFunctions.filter((f) => f.name !== "attach-detach");
+
+export interface StackOptions {
+  kubeconfig: string;
+  kube: KubeJsonClient;
+  dir: string;
+  driverName: string;
+  /** The CSI node id the driver answers for (the bench's node). */
+  nodeId: string;
+  /** A StorageClass of the driver: the webhook is ready once a dry-run claim of it comes back mutated. */
+  probeClass: string;
+  resyncSeconds: number;
+  forwarderConcurrency?: number;
+}
+
+/** A control plane under test: ours or upstream's. */
+export interface Stack {
+  name: "ours" | "upstream";
+  csiEndpoint: string;
+  /** Names of the volumes the driver holds, when it can tell (the sandbox driver's admin endpoint). */
+  backingVolumes?(): Promise<string[]>;
+  /** The last output of each process, for a failed workload's report. */
+  diagnostics(): Record<string, string>;
+  stop(): Promise<void>;
+}
+
+type WebhookConfiguration = KubeObject & {
+  webhooks: { name: string; clientConfig: { service?: { path?: string } } & Record<string, unknown> }[];
+};
+
+/** deploy/webhooks.yaml's configurations, renamed, every hook pointed at `url` + its path. */
+async function webhookConfigurations(url: string, caCert: string): Promise<WebhookConfiguration[]> {
+  const text = await readFile(join(REPO, "deploy", "webhooks.yaml"), "utf8");
+  const configs = parseAllDocuments(text)
+    .map((d) => d.toJS() as KubeObject)
+    .filter((d) =>
+      /^(Mutating|Validating)WebhookConfiguration$/.test(d.kind ?? ""),
+    ) as WebhookConfiguration[];
+  if (configs.length !== 2) throw new Error("deploy/webhooks.yaml: expected two webhook configurations");
+  return configs.map((config) => ({
+    ...config,
+    metadata: {
+      name: WEBHOOK_CONFIG_NAME,
+      labels: { "app.kubernetes.io/part-of": "kube-storage-functions" },
+    },
+    webhooks: config.webhooks.map((w) => ({
+      ...w,
+      clientConfig: {
+        url: `${url}${w.clientConfig.service?.path ?? "/"}`,
+        caBundle: Buffer.from(caCert).toString("base64"),
+      },
+    })),
+  }));
+}
+
+async function deleteIfThere(kube: KubeJsonClient, r: ResourceDescriptor, name: string): Promise<void> {
+  await kube.delete(r, name).catch((err: unknown) => {
+    if (!isNotFound(err)) throw err;
+  });
+}
+
+export async function removeWebhooks(kube: KubeJsonClient): Promise<void> {
+  await deleteIfThere(kube, mutatingWebhookConfigurations, WEBHOOK_CONFIG_NAME);
+  await deleteIfThere(kube, validatingWebhookConfigurations, WEBHOOK_CONFIG_NAME);
+}
+
+async function registerWebhooks(options: StackOptions, url: string, caCert: string): Promise<void> {
+  const { kube } = options;
+  await removeWebhooks(kube);
+  for (const config of await webhookConfigurations(url, caCert))
+    await kube.create(
+      config.kind === "MutatingWebhookConfiguration"
+        ? mutatingWebhookConfigurations
+        : validatingWebhookConfigurations,
+      config,
+    );
+  // kube-apiserver learns of webhook configurations from a watch: wait until a dry run is mutated.
+  const deadline = performance.now() + 30_000;
+  for (;;) {
+    const dry = await kube.create<KubeObject>(
+      persistentVolumeClaims,
+      {
+        apiVersion: "v1",
+        kind: "PersistentVolumeClaim",
+        metadata: { name: "ksf-bench-webhook-probe", namespace: "default" },
+        spec: {
+          accessModes: ["ReadWriteOnce"],
+          resources: { requests: { storage: "1Gi" } },
+          storageClassName: options.probeClass,
+        },
+      },
+      { dryRun: true },
+    );
+    if (dry.metadata.annotations?.["volume.kubernetes.io/storage-provisioner"] !== undefined) return;
+    if (performance.now() > deadline)
+      throw new Error("kube-apiserver did not call our mutating webhook within 30 s");
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** The sandbox CSI driver as its own process; resolves with its endpoint and admin URL. */
+export async function startSandboxDriver(
+  dir: string,
+  driverName: string,
+  nodeId: string,
+): Promise<{ child: Child; endpoint: string; adminUrl: string }> {
+  const child = startChild(
+    "sandbox CSI driver",
+    process.execPath,
+    [join(REPO, "sandbox", "csi", "main.ts")],
+    {
+      CSI_DIR: join(dir, "csi"),
+      CSI_SOCKET: join(dir, "csi.sock"),
+      DRIVER_NAME: driverName,
+      CSI_NODE_ID: nodeId,
+    },
+  );
+  const ready = await readyLine(child, (l) =>
+    typeof l.csiEndpoint === "string" && typeof l.csiAdmin === "string"
+      ? { endpoint: l.csiEndpoint, adminUrl: l.csiAdmin }
+      : undefined,
+  );
+  return { child, ...ready };
+}
+
+export async function startOurStack(options: StackOptions): Promise<Stack> {
+  const driver = await startSandboxDriver(options.dir, options.driverName, options.nodeId);
+  const functions: SpawnedFunction[] = [];
+  let forwarder: SpawnedFunction | undefined;
+  let resync: NodeJS.Timeout | undefined;
+  const stop = async (): Promise<void> => {
+    clearInterval(resync);
+    await forwarder?.stop();
+    await Promise.all(functions.map((f) => f.stop()));
+    await removeWebhooks(options.kube).catch(() => undefined);
+    await driver.child.stop();
+  };
+  try {
+    const certs = generateCertificates({
+      service: "kube-storage-functions-admission",
+      namespace: "kube-storage-functions",
+      extraDnsNames: ["localhost", "127.0.0.1"],
+    });
+    const certDir = join(options.dir, "certs");
+    await mkdir(certDir, { recursive: true });
+    await writeFile(join(certDir, "tls.crt"), certs.cert);
+    await writeFile(join(certDir, "tls.key"), certs.key, { mode: 0o600 });
+    const shipped = await shippedFunction();
+    const env = {
+      ...shipped.env,
+      KUBECONFIG: options.kubeconfig,
+      CSI_ENDPOINT: driver.endpoint,
+      DRIVER_NAME: options.driverName,
+      PROVISIONER_DRIVERS: options.driverName,
+    };
+    const started = await Promise.all(
+      BENCH_FUNCTIONS.map((f) =>
+        spawnFunction({
+          name: f.name,
+          args: shipped.args,
+          env: {
+            ...env,
+            FUNCTION: f.name,
+            ...(f.name === "admission"
+              ? { TLS_CERT_FILE: join(certDir, "tls.crt"), TLS_KEY_FILE: join(certDir, "tls.key") }
+              : {}),
+          },
+          readyTimeoutMs: 60_000,
+        }),
+      ),
+    );
+    functions.push(...started);
+    const admission = started.find((f) => f.name === "admission")!;
+    await registerWebhooks(options, admission.url, certs.caCert);
+    const controllers = started.filter((f) => f.name !== "admission");
+    const routes = controllers
+      .map((f) => `${f.url}/=${systemFunctions.find((s) => s.name === f.name)!.kinds.join(",")}`)
+      .join(";");
+    forwarder = await spawnFunction({
+      name: "forwarder",
+      args: [join(REPO, "shared", "forwarder", "main.ts")],
+      env: {
+        KUBECONFIG: options.kubeconfig,
+        FORWARDER_ROUTES: routes,
+        ...(options.forwarderConcurrency
+          ? { FORWARDER_CONCURRENCY: String(options.forwarderConcurrency) }
+          : {}),
+        SHUTDOWN_GRACE_MS: "1000",
+      },
+      readyTimeoutMs: 60_000,
+    });
+    resync = setInterval(() => {
+      for (const f of controllers)
+        void fetch(`${f.url}/resync`, { method: "POST" })
+          .then((r) => r.arrayBuffer())
+          .catch(() => undefined);
+    }, options.resyncSeconds * 1000);
+    progress(`ours: ${started.map((f) => f.name).join(", ")}, forwarder and the sandbox CSI driver are up`);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    name: "ours",
+    csiEndpoint: driver.endpoint,
+    backingVolumes: async () => {
+      const body = (await (await fetch(`${driver.adminUrl}/volumes`)).json()) as {
+        volumes?: { volumeId?: string }[];
+      };
+      return (body.volumes ?? []).map((v) => String(v.volumeId));
+    },
+    diagnostics: () => ({
+      ...Object.fromEntries(functions.map((f) => [f.name, f.stderr().slice(-2000)])),
+      ...(forwarder ? { forwarder: forwarder.stderr().slice(-2000) } : {}),
+      csiDriver: driver.child.output().slice(-2000),
+    }),
+    stop,
+  };
+}
