@@ -30,7 +30,7 @@ export interface LoggerOptions {
 // Path-based redaction: the only kind pino applies to child bindings too.
 // Exact paths only: a wildcard path ("*.token") makes pino run its redactor
 // over every value of every child's bindings, and a child is made per event
-// (25 MiB of a binder's allocations in a burst of 1,000 claims). Logged
+// (a burst of allocations; see bench/README.md). Logged
 // objects do not need the paths: scrub() covers them at any depth. Our
 // bindings are flat (function, cache, request and event identity).
 const BINDING_REDACT_PATHS = [

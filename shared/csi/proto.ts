@@ -6,16 +6,12 @@
 // service definitions for servers (the sandbox driver, test fakes) and
 // client constructors for whoever prefers those.
 //
-// Why not @grpc/proto-loader at run time: besides the serializers, it builds
-// descriptor protos of every message and encodes whole file descriptors for
-// gRPC reflection, which we never serve. That was ~25 ms of a CSI function's
-// cold start. A protobufjs Root built from the parsed descriptor cost another
-// 10-15 ms: resolving every type, then generating each message's functions
-// with new Function, which no code cache can keep. The static code
-// is what that generation produces, written once; the serializers are the
-// ones proto-loader makes (fromObject + encode, decode + toObject with the
-// options below), and the descriptor test holds them to proto-loader's byte
-// for byte and object for object.
+// Why not @grpc/proto-loader or a protobufjs Root at run time: both build
+// what we never use (descriptors for reflection, functions made with new
+// Function that no code cache keeps) at every cold start. The static code is
+// what that generation produces, written once; the serializers are the ones
+// proto-loader makes, and the descriptor test holds them to proto-loader's
+// byte for byte and object for object. (Figures: bench/README.md.)
 //
 // Conversion options, and why:
 //   field names      -> camelCase (volumeId), as parsed into the descriptor:
