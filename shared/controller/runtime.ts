@@ -23,13 +23,15 @@ export interface SyncResult {
   error?: string;
 }
 
-export interface LoadContext<C> {
+export interface LoadContext<C, S = unknown> {
   /** 1 on the first try; a later attempt follows a lost race and must read afresh (hints are stale). */
   attempt: number;
   /** 1 for the first decision of this attempt; more when plans asked to decide `again`. */
   round: number;
   /** What the previous round's executors carried forward. */
   carried: readonly C[];
+  /** The state the previous round of this attempt decided on (round > 1): what a protocol builds on without reading it again. */
+  previous?: S;
 }
 
 /** An event's answer without a sync (not this controller's kind, or the event's copy needs nothing). */
@@ -50,7 +52,7 @@ export interface ControllerSpec<K, S, P extends Step, F = K, C = never, R extend
   /** The keys an event touches (may read), or an answer that needs no sync. */
   keysOf(e: ControllerEvent): Promise<K[] | Answered<R>>;
   /** The current state a decision needs, fresh from the API; undefined: the object is gone. */
-  load(key: K, ctx: LoadContext<C>): Promise<S | undefined>;
+  load(key: K, ctx: LoadContext<C, S>): Promise<S | undefined>;
   /** The outcome reported when load finds nothing. */
   absent(key: K): string;
   /** Pure: state in, plan out. */
@@ -176,8 +178,10 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
     let writes = 0;
     let events = 0;
     let carried: C[] = [];
+    let previous: S | undefined;
     for (let round = 1; ; round++) {
-      const state = await spec.load(key, { attempt, round, carried });
+      const context = { attempt, round, carried, ...(previous !== undefined ? { previous } : {}) };
+      const state = await spec.load(key, context);
       if (state === undefined)
         return { id, outcome: spec.absent(key), writes, events, attempts: attempt, followUps };
       const plan = spec.decide(state, key);
@@ -189,6 +193,7 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
       if (plan.error !== undefined) return { ...result, error: plan.error };
       if (!plan.again || round >= maxRounds) return result;
       carried = done.carried;
+      previous = state;
     }
   }
 }

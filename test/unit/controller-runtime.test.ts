@@ -48,6 +48,8 @@ class World {
   readonly store = new Map<string, Counter>();
   readonly log: string[] = [];
   readonly events: string[] = [];
+  /** The counter value each load was handed as the previous round's state (undefined in round 1). */
+  readonly previous: (number | undefined)[] = [];
   /** Writes that the "other writer" makes right before ours: name → times left. */
   readonly interfere = new Map<string, number>();
   active = 0;
@@ -112,6 +114,7 @@ function spec(world: World, decide: Decide): ControllerSpec<Key, State, Step, st
       await new Promise((resolve) => setTimeout(resolve, 5));
       world.active--;
       world.log.push(`load ${key.name} attempt ${ctx.attempt} round ${ctx.round}`);
+      world.previous.push(ctx.previous?.counter.value);
       const counter = ctx.attempt === 1 && key.copy ? key.copy : world.store.get(key.name);
       return counter ? { name: key.name, counter: { ...counter }, carried: ctx.carried } : undefined;
     },
@@ -261,6 +264,11 @@ describe("decide again", () => {
     assert.deepEqual(
       world.log.filter((l) => l.startsWith("load")),
       ["load p attempt 1 round 1", "load p attempt 1 round 2", "load p attempt 1 round 3"],
+    );
+    assert.deepEqual(
+      world.previous,
+      [undefined, 1, 2],
+      "each round is handed the state the last one decided on",
     );
   });
 
