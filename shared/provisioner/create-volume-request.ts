@@ -20,6 +20,16 @@ export interface ProvisioningPlan {
   secretRefs: Partial<Record<SecretKind, SecretRef>>;
 }
 
+/** What the runtime made of a claim's CreateVolume request, decided on by the claim plan. */
+export type RequestOutcome =
+  | { kind: "ready"; request: CreateVolumeRequest; plan: ProvisioningPlan; selectedNode: string | undefined }
+  /** Cannot build the request: a final error (reported, retried with backoff). */
+  | { kind: "error"; error: string }
+  /** The selected node is gone: the scheduler must choose again. */
+  | { kind: "reschedule"; error: string }
+  /** An external populator fills this claim: not ours. */
+  | { kind: "populator"; reason: string; event: { reason: string; message: string } };
+
 export type Result<T> = { ok: true; value: T } | { ok: false; error: string };
 
 export function planProvisioning(

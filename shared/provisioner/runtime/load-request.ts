@@ -5,7 +5,7 @@
 // of them (NodeTopologyCopies); the request is the same on every retry for
 // the same state.
 import type { CsiCapabilities } from "../../csi/capabilities.ts";
-import type { CreateVolumeRequest, TopologyRequirement, VolumeContentSource } from "../../csi/types.ts";
+import type { TopologyRequirement, VolumeContentSource } from "../../csi/types.ts";
 import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import {
@@ -28,23 +28,10 @@ import type {
 } from "../../kube/types.ts";
 import type { WatchedStore } from "../../kube/watched-store.ts";
 import { annSelectedNode } from "../../kube/well-known.ts";
-import {
-  buildCreateVolumeRequest,
-  type ProvisioningPlan,
-  planProvisioning,
-} from "../create-volume-request.ts";
+import { buildCreateVolumeRequest, planProvisioning, type RequestOutcome } from "../create-volume-request.ts";
 import { cloneContentSource, planDataSource, snapshotContentSource } from "../data-source.ts";
 import type { ProvisionerOptions } from "../options.ts";
 import { accessibilityRequirements } from "../topology.ts";
-
-export type RequestOutcome =
-  | { kind: "ready"; request: CreateVolumeRequest; plan: ProvisioningPlan; selectedNode: string | undefined }
-  /** Cannot build the request: a final error (reported, retried with backoff). */
-  | { kind: "error"; error: string }
-  /** The selected node is gone: the scheduler must choose again. */
-  | { kind: "reschedule"; error: string }
-  /** An external populator fills this claim: not ours. */
-  | { kind: "populator"; reason: string; event: { reason: string; message: string } };
 
 /**
  * Watched copies of every Node and CSINode, the way upstream reads them from

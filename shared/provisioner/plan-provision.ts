@@ -1,0 +1,272 @@
+// The provisioning rounds of a claim that decideClaim says to provision:
+// progress Event (slow or retried claims) → CreateVolume → PV → success, each
+// failure answered as the external-provisioner answers it (Event, backoff
+// annotations, reschedule, retry later). Pure.
+import { progressEventsDue } from "../kube/progress-events.ts";
+import { rfc3339 } from "../kube/time.ts";
+import type { PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
+import { annSelectedNode, provisioningFinalizer } from "../kube/well-known.ts";
+import {
+  type ClaimState,
+  claimWarning,
+  recordingVolume,
+  releaseSourceSteps,
+  saveOutcome,
+} from "./claim-state.ts";
+import { annProvisioningFailures, annProvisioningRetryAfter, message, reason } from "./constants.ts";
+import { sourceOf } from "./data-source-ref.ts";
+import { hasProvisioningIntent, nextRetryDelaySeconds } from "./decide-claim.ts";
+import {
+  backoffAnnotations,
+  hasAnyAnnotation,
+  type Needs,
+  type ProvisionerPlan,
+  type ProvisionerStep,
+  withoutAnnotations,
+  withoutFinalizer,
+} from "./steps.ts";
+
+function dataSourceKind(claim: PersistentVolumeClaim): string {
+  return claim.spec.dataSourceRef?.kind ?? claim.spec.dataSource?.kind ?? "";
+}
+
+/**
+ * A final failure: a Warning and the backoff annotations. A final answer to
+ * this exact request means no volume exists under its name, so the intent
+ * goes with the backoff write; except after ALREADY_EXISTS (`keepIntent`):
+ * something exists that this request cannot reconcile, so the intent stays
+ * and blocks the claim's deletion until someone looks.
+ */
+export function failFinalSteps(
+  s: ClaimState,
+  storageClass: StorageClass,
+  error: string,
+  kind: "final" | "infeasible",
+  keepIntent = false,
+): ProvisionerStep[] {
+  const { claim } = s;
+  const text = kind === "infeasible" ? message.infeasible : message.failed(storageClass.metadata.name, error);
+  const failures = Number(claim.metadata.annotations?.[annProvisioningFailures] ?? "0") + 1;
+  const seconds = nextRetryDelaySeconds(kind === "infeasible" ? Number.MAX_SAFE_INTEGER : failures);
+  const retryAfter = rfc3339(new Date(s.now.getTime() + seconds * 1000));
+  const annotations = {
+    ...claim.metadata.annotations,
+    [annProvisioningFailures]: String(failures),
+    [annProvisioningRetryAfter]: retryAfter,
+  };
+  let next: PersistentVolumeClaim = { ...claim, metadata: { ...claim.metadata, annotations } };
+  if (!keepIntent) next = withoutFinalizer(next, provisioningFinalizer);
+  return [claimWarning(claim, text), { op: "write-claim", claim: next }];
+}
+
+/** RESOURCE_EXHAUSTED on the selected node, or the node is gone: let the scheduler pick another. */
+function rescheduleSteps(
+  claim: PersistentVolumeClaim,
+  storageClass: StorageClass,
+  error: string,
+): ProvisionerStep[] {
+  const next = withoutFinalizer(withoutAnnotations(claim, [annSelectedNode]), provisioningFinalizer);
+  return [
+    claimWarning(claim, message.failed(storageClass.metadata.name, error)),
+    { op: "write-claim", claim: next },
+  ];
+}
+
+export function provisionRound(
+  s: ClaimState,
+  storageClass: StorageClass,
+  pvName: string,
+): ProvisionerPlan | Needs {
+  const { claim, progress: p } = s;
+  const labels = { class: storageClass.metadata.name, source: dataSourceKind(claim) };
+  const failed: ProvisionerStep = { op: "count", metric: "provisionFailed", labels };
+  const claimKey = `${claim.metadata.namespace}/${claim.metadata.name}`;
+  const saved = saveOutcome(s, pvName);
+  const secrets = s.request?.kind === "ready" ? s.request.request.secrets : undefined;
+
+  if (saved === "saved") {
+    // Failures recorded earlier are history now; the finalizer itself goes with the bind.
+    const cleared = hasAnyAnnotation(claim, backoffAnnotations)
+      ? [{ op: "write-claim" as const, claim: withoutAnnotations(claim, backoffAnnotations) }]
+      : [];
+    const done: ProvisionerStep[] = [
+      ...releaseSourceSteps(claim),
+      {
+        op: "event",
+        object: claim,
+        type: "Normal",
+        reason: reason.provisioningSucceeded,
+        message: message.succeeded(pvName),
+      },
+      {
+        op: "count",
+        metric: "provisionTotal",
+        labels,
+        ...(s.startedAt !== undefined ? { since: s.startedAt } : {}),
+      },
+      ...cleared,
+    ];
+    return { steps: done, outcome: `provisioned volume ${pvName}` };
+  }
+  if (saved !== undefined) return takeBackRound(s, saved.failed, claimKey, secrets);
+  if (p.volumeDeleted || p.deleteFailed) {
+    // The volume was too small to use: given back, then the claim tries again later (the intent stays until then).
+    if (p.deleteFailed)
+      return { steps: [{ op: "throw", error: p.deleteFailed.error }], outcome: "delete failed" };
+    const built = recordingVolume(s, storageClass, pvName);
+    const error = built && !built.ok ? built.error : `volume ${pvName} cannot be recorded`;
+    return { steps: failFinalSteps(s, storageClass, error, "final"), outcome: "provisioning failed", error };
+  }
+  if (p.created) {
+    const pv = recordingVolume(s, storageClass, pvName);
+    if (!pv?.ok) {
+      return {
+        steps: [{ op: "delete-volume", volumeId: p.created.volumeId, secrets }],
+        outcome: `giving back volume ${p.created.volumeId}`,
+        again: true,
+      };
+    }
+    return {
+      steps: [{ op: "create-pv", volume: pv.value }],
+      outcome: `recording volume ${pvName}`,
+      again: true,
+    };
+  }
+  if (p.createFailed) {
+    const f = p.createFailed;
+    switch (f.errorClass) {
+      case "in-progress":
+        // The driver may still be creating it: keep the intent, retry the same request soon.
+        return {
+          steps: [
+            failed,
+            claimWarning(claim, message.failed(storageClass.metadata.name, f.text)),
+            {
+              op: "retry-later",
+              message: `CreateVolume for claim ${claimKey} is still in progress: ${f.text}`,
+              cause: f.error,
+            },
+          ],
+          outcome: "CreateVolume in progress",
+        };
+      case "reschedule":
+        return {
+          steps: [failed, ...rescheduleSteps(claim, storageClass, f.text), ...releaseSourceSteps(claim)],
+          outcome: "rescheduled",
+          error: f.text,
+        };
+      case "infeasible":
+        return {
+          steps: [
+            failed,
+            ...failFinalSteps(s, storageClass, f.text, "infeasible"),
+            ...releaseSourceSteps(claim),
+          ],
+          outcome: "provisioning failed (infeasible)",
+          error: f.text,
+        };
+      case "final":
+        return {
+          steps: [
+            failed,
+            ...failFinalSteps(s, storageClass, f.text, "final", f.alreadyExists),
+            ...releaseSourceSteps(claim),
+          ],
+          outcome: "provisioning failed",
+          error: f.text,
+        };
+    }
+  }
+  // A retry or a slow claim is told it is being provisioned; a fast first attempt only hears the outcome.
+  const isRetry = claim.metadata.annotations?.[annProvisioningFailures] !== undefined;
+  if ((isRetry || progressEventsDue(claim.metadata.creationTimestamp, s.now)) && !p.announced) {
+    const text = message.provisioning(claimKey);
+    return {
+      steps: [
+        {
+          op: "event",
+          object: claim,
+          type: "Normal",
+          reason: reason.provisioning,
+          message: text,
+          announces: true,
+        },
+      ],
+      outcome: "provisioning",
+      again: true,
+    };
+  }
+  const r = s.request;
+  if (!r) return { needs: "request" };
+  switch (r.kind) {
+    case "populator":
+      return { steps: [{ op: "event", object: claim, type: "Normal", ...r.event }], outcome: r.reason };
+    case "reschedule":
+      return {
+        steps: [...rescheduleSteps(claim, storageClass, r.error), failed],
+        outcome: "rescheduled",
+        error: r.error,
+      };
+    case "error":
+      return {
+        steps: [...failFinalSteps(s, storageClass, r.error, "final"), failed],
+        outcome: "provisioning failed",
+        error: r.error,
+      };
+    case "ready": {
+      // The source of a clone or restore must outlive the copy.
+      const source = sourceOf(claim);
+      const nodeSelected = r.selectedNode !== undefined;
+      return {
+        steps: [
+          ...(source ? [{ op: "protect-source" as const, source }] : []),
+          { op: "create-volume", request: r.request, nodeSelected },
+        ],
+        outcome: `creating volume ${pvName}`,
+        again: true,
+      };
+    }
+  }
+}
+
+/**
+ * The PV could not be saved. While the claim still carries our intent, a
+ * later sync records the volume (CreateVolume answers with the same one) or
+ * cleans it up. Otherwise (claim gone, recreated, or its intent released by
+ * another instance's cleanup while this CreateVolume was still queued at the
+ * driver) nothing would ever name the volume again, so it is deleted now.
+ */
+function takeBackRound(
+  s: ClaimState,
+  saveError: unknown,
+  claimKey: string,
+  secrets: Record<string, string> | undefined,
+): ProvisionerPlan | Needs {
+  const volumeId = s.progress.created?.volumeId ?? "";
+  const fail: ProvisionerStep = { op: "throw", error: saveError };
+  if (!s.current) return { needs: "current-claim" };
+  if ("error" in s.current) {
+    return {
+      steps: [
+        {
+          op: "retry-later",
+          message: takeBackFailure(volumeId, claimKey, s.current.error),
+          cause: saveError,
+        },
+      ],
+      outcome: "PV not saved",
+    };
+  }
+  const current = s.current.claim;
+  const holds =
+    current !== undefined && current.metadata.uid === s.claim.metadata.uid && hasProvisioningIntent(current);
+  if (holds) return { steps: [fail], outcome: "PV not saved" };
+  return {
+    steps: [{ op: "take-back-volume", volumeId, secrets, claimKey, cause: saveError }, fail],
+    outcome: "PV not saved; volume taken back",
+  };
+}
+
+export function takeBackFailure(volumeId: string, claimKey: string, err: unknown): string {
+  return `volume ${volumeId} was created for claim ${claimKey}, which no longer holds it, and neither recording nor deleting it worked: ${err instanceof Error ? err.message : String(err)}`;
+}
