@@ -12,7 +12,7 @@ import {
   annStorageProvisioner,
   provisioningFinalizer,
 } from "../kube/well-known.ts";
-import { annProvisioningRetryAfter } from "./constants.ts";
+import { annProvisioningRetryAfter, message } from "./constants.ts";
 
 export type ClaimDecision =
   /** Nothing to do for this provisioner. */
@@ -109,9 +109,8 @@ export function decideClaim(claim: PersistentVolumeClaim, ctx: ClaimContext): Cl
     // earlier attempt may stand for a volume the driver created: clean it up.
     return intent ? { action: "cleanup", reason: why } : { action: "ignore", reason: why };
   }
-  if (!ctx.storageClass)
-    return { action: "fail", message: `storageclass.storage.k8s.io "${claimClass(claim)}" not found` };
-  if (claim.spec.selector) return { action: "fail", message: "claim Selector is not supported" };
+  if (!ctx.storageClass) return { action: "fail", message: message.classNotFound(claimClass(claim)) };
+  if (claim.spec.selector) return { action: "fail", message: message.selectorNotSupported };
   const retryAfter = claim.metadata.annotations?.[annProvisioningRetryAfter];
   if (retryAfter && Date.parse(retryAfter) > ctx.now.getTime())
     return { action: "backoff", until: retryAfter };

@@ -3,6 +3,7 @@
 // reclaim policy, and never touch a Retain volume's data.
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import { annDynamicallyProvisioned, pvDeletionProtectionFinalizer } from "../kube/well-known.ts";
+import { message } from "./constants.ts";
 
 export type VolumeDecision =
   | { action: "ignore"; reason: string }
@@ -62,7 +63,7 @@ export function decideVolume(pv: PersistentVolume, ctx: VolumeContext): VolumeDe
       if (attached) {
         return {
           action: "blocked",
-          message: `persistentvolume ${pv.metadata.name} is still attached to node ${attached.spec.nodeName}`,
+          message: message.stillAttached(pv.metadata.name, attached.spec.nodeName),
         };
       }
     }

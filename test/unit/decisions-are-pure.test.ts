@@ -46,6 +46,7 @@ const decisionModules = [
   "shared/provisioner/plan-claim.ts",
   "shared/provisioner/plan-provision.ts",
   "shared/provisioner/plan-volume.ts",
+  "shared/provisioner/plan-take-back.ts",
   "shared/provisioner/data-source-ref.ts",
   "shared/attacher/reconcile.ts",
   "shared/attacher/choose-handler.ts",
@@ -58,6 +59,9 @@ const decisionModules = [
   "shared/attacher/backoff.ts",
   "shared/attacher/attachment-source.ts",
   "shared/attacher/node-id.ts",
+  "shared/attacher/attacher-steps.ts",
+  "shared/attacher/attachment-protocol.ts",
+  "shared/attacher/volume-release.ts",
   "shared/controller/plan.ts",
 ];
 

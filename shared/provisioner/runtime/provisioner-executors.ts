@@ -14,7 +14,7 @@ import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { PersistentVolume } from "../../kube/types.ts";
 import { retrying } from "../../retry.ts";
-import { takeBackFailure } from "../plan-provision.ts";
+import { takeBackFailure } from "../plan-take-back.ts";
 import type { CsiFailure, ProvisionerFact, ProvisionerStep } from "../steps.ts";
 import type { ProvisionerMetrics } from "./provisioner-metrics.ts";
 import { protectSource, releaseSource } from "./source-protection.ts";
