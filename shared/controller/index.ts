@@ -11,9 +11,10 @@
 //   K  a key (what is synced: a node name, {kind:"claim",namespace,name}); it
 //      may carry hints (an event's copy, a candidate) that `load` uses on
 //      attempt 1 only; `keyId(key)` is its identity.
-//   S  the state one decision needs; `load(key, {attempt, round, carried})`
-//      reads it (all I/O lives here and in executors), undefined = gone,
-//      reported as `absent(key)`.
+//   S  the state one decision needs; `load(key, {attempt, round, carried,
+//      previous})` reads it (all I/O lives here and in executors), undefined
+//      = gone, reported as `absent(key)`; a later round may build on
+//      `previous` (the state the last round decided on) instead of reading.
 //   P  the step union, `{op: "..."}` each; `decide(state, key)` returns a
 //      Plan {steps, followUps?, outcome, error?, again?} and does no I/O.
 //   Executors: one async function per `op` (the compiler checks the set),

@@ -15,7 +15,7 @@ import type { ProvisionerOptions } from "./options.ts";
 import { resolveSecretReferences, type SecretRef } from "./secret-templates.ts";
 import { volumeCapabilitiesForClaim } from "./volume-capabilities.ts";
 
-export interface ProvisioningPlan {
+interface ProvisioningPlan {
   classParameters: ClassParameters;
   secretRefs: Partial<Record<SecretKind, SecretRef>>;
 }
@@ -52,7 +52,7 @@ export function planProvisioning(
   return { ok: true, value: { classParameters: parsed.value, secretRefs: refs.value } };
 }
 
-export interface RequestInput {
+interface RequestInput {
   claim: PersistentVolumeClaim;
   storageClass: StorageClass;
   pvName: string;

@@ -38,7 +38,7 @@ function dataSourceKind(claim: PersistentVolumeClaim): string {
  * something exists that this request cannot reconcile, so the intent stays
  * and blocks the claim's deletion until someone looks.
  */
-export function failFinalSteps(
+function failFinalSteps(
   s: ClaimState,
   storageClass: StorageClass,
   error: string,

@@ -3,6 +3,7 @@
 // write. A CSI call or an object create ends its plan (`again`), so the next
 // decision sees its answer. Pure.
 import type { Plan } from "../controller/plan.ts";
+import type { CsiErrorClass } from "../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../csi/types.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
 import { annProvisioningFailures, annProvisioningRetryAfter } from "./constants.ts";
@@ -10,13 +11,13 @@ import type { SourceRef } from "./data-source-ref.ts";
 
 /** How the CSI error reads to the provisioner (shared/csi/errors.ts classifyCsiError), decided on later. */
 export interface CsiFailure {
-  errorClass: "in-progress" | "reschedule" | "infeasible" | "final";
+  errorClass: CsiErrorClass;
   alreadyExists: boolean;
   text: string;
   error: unknown;
 }
 
-export type MetricName = "provisionTotal" | "provisionFailed" | "deleteTotal" | "deleteFailed";
+type MetricName = "provisionTotal" | "provisionFailed" | "deleteTotal" | "deleteFailed";
 
 export type ProvisionerStep =
   /** An Event on the claim or PV; `announces`: the progress Event, remembered for the next round. */

@@ -19,7 +19,7 @@ import type { CsiFailure, ProvisionerFact, ProvisionerStep } from "../steps.ts";
 import type { ProvisionerMetrics } from "./provisioner-metrics.ts";
 import { protectSource, releaseSource } from "./source-protection.ts";
 
-export interface ExecutorDeps {
+interface ExecutorDeps {
   kube: KubeJsonClient;
   csi: CsiClient;
   events: EventSink;

@@ -48,7 +48,7 @@ export function csiNodeDriversOnly(csiNode: CSINode): CSINode {
   };
 }
 
-export interface TopologyCopiesOptions {
+interface TopologyCopiesOptions {
   kubeConfig: KubeConfig;
   json: KubeJsonClient;
   log: Logger;
