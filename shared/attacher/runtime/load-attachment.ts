@@ -1,14 +1,28 @@
-// Reads what one attach or detach needs besides the VolumeAttachment: its PV,
-// the CSINode of its node, and the controller-publish Secret. Everything is
-// read fresh; a missing object is `undefined` (the decision turns it into
-// upstream's error text), any other API failure is thrown.
+// The reads of the attacher: a VolumeAttachment and, as its decision asks
+// for them one by one (../attachment-protocol.ts nextAttachmentRead), its PV,
+// the controller-publish Secret and the CSINode of its node; a PV and, when it
+// may lose our finalizer, every VolumeAttachment. A missing object is
+// `undefined` (the decision turns it into upstream's error text). A failed
+// read for an attach or detach is that operation's error, recorded like any
+// other; any other API failure is thrown.
 import type { CsiClient } from "../../csi/client.ts";
+import { grpcCodeOf } from "../../csi/errors.ts";
 import type { ListVolumesEntry } from "../../csi/types.ts";
-import { getOptional } from "../../kube/api-errors.ts";
+import { getOptional, lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { csiNodes, persistentVolumes } from "../../kube/resources.ts";
+import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
 import { readSecretData } from "../../kube/secrets.ts";
-import type { CSINode, CSIPersistentVolumeSource, PersistentVolume } from "../../kube/types.ts";
+import type {
+  CSINode,
+  CSIPersistentVolumeSource,
+  PersistentVolume,
+  VolumeAttachment,
+} from "../../kube/types.ts";
+import type { AttachmentRead, AttachmentState, Failure, VolumeState } from "../attacher-steps.ts";
+import { afterTakeBack, failedWith, nextAttachmentRead } from "../attachment-protocol.ts";
+import type { Operation } from "../backoff.ts";
+import type { AttachHandler } from "../handler.ts";
+import { mayReleaseVolume } from "../volume-release.ts";
 
 export function loadVolume(
   kube: KubeJsonClient,
@@ -60,4 +74,64 @@ export async function listAllVolumes(csi: CsiClient, maxEntries = 0): Promise<Li
     seen.add(startingToken);
   } while (startingToken !== "");
   return entries;
+}
+
+export function loadAttachment(kube: KubeJsonClient, name: string): Promise<VolumeAttachment | undefined> {
+  return getOptional(() => kube.get<VolumeAttachment>(volumeAttachments, name));
+}
+
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** An attach or detach that failed with `err`; only an attach records a gRPC code (upstream status.FromError). */
+export function failureOf(op: Operation, err: unknown, now: Date, prefix?: string): Failure {
+  const message = prefix ? `${prefix}: ${messageOf(err)}` : messageOf(err);
+  const grpcCode = op === "attach" && !prefix ? grpcCodeOf(err) : undefined;
+  return { op, message, ...(grpcCode !== undefined ? { grpcCode } : {}), at: now, cause: err };
+}
+
+async function readFor(kube: KubeJsonClient, s: AttachmentState, need: AttachmentRead, now: () => Date) {
+  switch (need.read) {
+    case "pv":
+      return { ...s, pv: (await loadVolume(kube, need.name)) ?? null };
+    case "secrets":
+      return { ...s, secrets: await loadPublishSecrets(kube, need.csi) };
+    case "csiNode":
+      return { ...s, csiNode: (await loadCsiNode(kube, need.nodeName)) ?? null };
+    case "successor":
+      return afterTakeBack(s, await loadAttachment(kube, need.name), now());
+  }
+}
+
+/** Makes the reads the decision asks for, one after the other, starting from `s`. */
+export async function completeAttachmentState(
+  kube: KubeJsonClient,
+  start: AttachmentState,
+  now: () => Date,
+): Promise<AttachmentState> {
+  let s = start;
+  for (let need = nextAttachmentRead(s); need; need = nextAttachmentRead(s)) {
+    try {
+      s = await readFor(kube, s, need, now);
+    } catch (err) {
+      if (need.read === "successor" || lostToConcurrentWriter(err)) throw err;
+      s = failedWith(s, failureOf(need.op, err, now()));
+    }
+  }
+  return s;
+}
+
+/** A PV and, when it may lose our finalizer, every VolumeAttachment; undefined when the PV is gone. */
+export async function loadVolumeState(
+  kube: KubeJsonClient,
+  handler: AttachHandler,
+  name: string,
+): Promise<VolumeState | undefined> {
+  const pv = await loadVolume(kube, name);
+  if (!pv) return undefined;
+  const attachments = mayReleaseVolume(pv, handler)
+    ? (await kube.list<VolumeAttachment>(volumeAttachments)).items
+    : [];
+  return { kind: "volume", handler, pv, attachments };
 }
