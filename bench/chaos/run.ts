@@ -476,8 +476,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // A scheduled pod goes once its kubelet has unpublished and unstaged its volume.
     const podsDeadline = Date.now() + 60_000;
     while ((await harness.list<Pod>(pods)).length > 0 && Date.now() < podsDeadline) await sleep(250);
-    // After the chaos, the whole path still works: one pod on a surviving claim runs, then goes.
-    const after = await runOnePod(harness, mainClaims[Math.floor(random() * mainClaims.length)]!.name);
     const tChaos = Date.now();
     say(
       `settle: faults off, pods gone, ${boundWhenChaosEnded}/${options.claims} bound; resyncing until quiet`,
@@ -557,6 +555,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       seen,
       trace,
     );
+    // Once quiet and judged, the whole path still works: one pod on a surviving claim runs, then goes.
+    const after = await runOnePod(harness, mainClaims[Math.floor(random() * mainClaims.length)]!.name);
     const writes = writeCounts(finalCounters);
     let csiInjected = 0;
     let csiAfter = 0;

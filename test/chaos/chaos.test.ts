@@ -48,9 +48,8 @@ it("chaos (reduced): every claim Bound, every invariant 0, quiet after resync", 
   assert.ok(report.events.duplicated >= 1, context);
   assert.ok(Object.values(report.injectedFaults.api).reduce((a, b) => a + b, 0) >= 1, context);
   assert.ok(report.pods.created >= 1, context);
-  // Pods go Running and away through the sandbox scheduler and kubelets (during the chaos, as
-  // many as its faults allow, and one after it for sure).
+  // Pods go Running and away through the sandbox scheduler and kubelets: during the chaos as many
+  // as its faults allow (reported, not required: a loaded machine may run none), and one after it.
   assert.ok(report.pods.ranAfterChaos && report.pods.goneAfterChaos, context);
-  assert.ok(report.pods.ran >= 1, context);
   assert.equal(report.ok, true, context);
 });
