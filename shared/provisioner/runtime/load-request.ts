@@ -36,11 +36,10 @@ import { accessibilityRequirements } from "../topology.ts";
 /**
  * Watched copies of every Node and CSINode, the way upstream reads them from
  * its informers. A volume that may go to any node (Immediate binding, or not
- * STRICT_TOPOLOGY) takes its topology from every node; listing both kinds for
- * each claim costs the API server megabytes per claim in a cluster of
- * thousands of nodes. A copy lags the API by moments, as an informer does: a
- * node that joins meanwhile counts from the next claim on. The selected node
- * itself is still read fresh.
+ * STRICT_TOPOLOGY) takes its topology from every node, and listing both kinds
+ * for each claim grows with the cluster (bench/README.md). A copy lags the
+ * API by moments, as an informer does: a node that joins meanwhile counts
+ * from the next claim on. The selected node itself is still read fresh.
  */
 export interface NodeTopologyCopies {
   nodes: Pick<WatchedStore<Node>, "store" | "synced" | "whenSynced">;

@@ -1,9 +1,9 @@
 // The provisioner's watched copies of every Node and CSINode (see
 // NodeTopologyCopies in load-request.ts for what they are read for). Each
-// keeps only what topology reads: a Node's labels, not its image list and
-// conditions (5-20 KiB a node), so a copy of a few thousand nodes stays a
-// few MiB. Started by the first claim that needs them, so a process that
-// never provisions a topology-aware volume watches nothing.
+// keeps only what topology reads (a Node's labels, not its image list and
+// conditions), so the copy of a large cluster stays small (bench/README.md).
+// Started by the first claim that needs them, so a process that never
+// provisions a topology-aware volume watches nothing.
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { csiNodes, nodes } from "../../kube/resources.ts";
