@@ -30,6 +30,8 @@ export interface RealBenchParams {
   /** Alternate with upstream's controllers, print the ratio per figure. */
   compare: boolean;
   upstream: UpstreamBinaries;
+  /** Upstream with its default rate limits and workers instead of the issue's tuned ones. */
+  upstreamDefaults: boolean;
   /** Seconds between the /resync calls every controller gets (the PingSources' "* * * * *"). */
   resyncSeconds: number;
   /** Forwarder deliveries in flight per function; undefined = the forwarder's default. */
@@ -95,6 +97,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
         attachments: { type: "string" },
         rounds: { type: "string" },
         compare: { type: "boolean" },
+        "upstream-defaults": { type: "boolean" },
         "upstream-bin-dir": { type: "string" },
         "kube-controller-manager": { type: "string" },
         "csi-provisioner": { type: "string" },
@@ -143,6 +146,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
       csiAttacher: bin("csi-attacher", "CSI_ATTACHER", "csi-attacher"),
       hostpathPlugin: bin("hostpath-plugin", "HOSTPATH_PLUGIN", "hostpathplugin"),
     },
+    upstreamDefaults: values["upstream-defaults"] === true,
     resyncSeconds: int(str("resync-seconds"), 60, "resync-seconds", 1, 3600),
     ...(concurrency !== undefined
       ? { forwarderConcurrency: int(concurrency, 16, "forwarder-concurrency", 1, 1024) }

@@ -11,7 +11,7 @@
 //
 // Options (defaults: the table): --workloads provision,delete,bind,lateVolume,attach
 // --skip <same> --claims 200 --bind-sizes 100,1000 --late-runs 5 --attachments 100
-// --rounds 1 --compare --upstream-bin-dir DIR (or --kube-controller-manager,
+// --rounds 1 --compare [--upstream-defaults] --upstream-bin-dir DIR (or --kube-controller-manager,
 // --csi-provisioner, --csi-attacher, --hostpath-plugin; env UPSTREAM_BIN_DIR, ...)
 // --resync-seconds 60 --forwarder-concurrency N --timeout-seconds 600
 
@@ -103,7 +103,7 @@ async function runRound(
     stack =
       stackName === "ours"
         ? await startOurStack(stackOptions)
-        : await startUpstreamStack(stackOptions, params.upstream);
+        : await startUpstreamStack(stackOptions, params.upstream, params.upstreamDefaults);
     const ctx = {
       server,
       watch,

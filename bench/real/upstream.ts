@@ -2,8 +2,9 @@
 // kube-controller-manager with only the storage controllers ours replace
 // (persistentvolume-binder, pvc-protection, pv-protection),
 // csi-provisioner and csi-attacher, with the rate limits raised the way the
-// issue's "tuned" column ran them (QPS 100, burst 200, 100 workers), and
-// the hostpath CSI driver (attach enabled, so the attacher has work to do).
+// issue's "tuned" column ran them (QPS 100, burst 200, 100 workers; their
+// defaults with --upstream-defaults), and the hostpath CSI driver (attach
+// enabled, so the attacher has work to do).
 
 import { access, constants, mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -15,6 +16,7 @@ import { type Child, pollUntil, startChild } from "./processes.ts";
 /** The controllers ours replace, attachdetach aside as on our side (ours.ts BENCH_FUNCTIONS). */
 export const UPSTREAM_CONTROLLERS = "persistentvolume-binder,pvc-protection,pv-protection";
 const TUNING = ["--kube-api-qps=100", "--kube-api-burst=200"];
+const SIDECAR_TUNING = [...TUNING, "--worker-threads=100"];
 
 async function executable(path: string, what: string): Promise<void> {
   try {
@@ -26,7 +28,11 @@ async function executable(path: string, what: string): Promise<void> {
   }
 }
 
-export async function startUpstreamStack(options: StackOptions, bins: UpstreamBinaries): Promise<Stack> {
+export async function startUpstreamStack(
+  options: StackOptions,
+  bins: UpstreamBinaries,
+  defaults = false,
+): Promise<Stack> {
   await executable(bins.kubeControllerManager, "kube-controller-manager");
   await executable(bins.csiProvisioner, "csi-provisioner");
   await executable(bins.csiAttacher, "csi-attacher");
@@ -72,7 +78,7 @@ export async function startUpstreamStack(options: StackOptions, bins: UpstreamBi
         "--use-service-account-credentials=false",
         "--port=0",
         "--secure-port=0",
-        ...TUNING,
+        ...(defaults ? [] : TUNING),
         "--v=1",
       ],
       {},
@@ -83,9 +89,8 @@ export async function startUpstreamStack(options: StackOptions, bins: UpstreamBi
       [
         `--csi-address=${socket}`,
         `--kubeconfig=${options.kubeconfig}`,
-        "--worker-threads=100",
         "--leader-election=false",
-        ...TUNING,
+        ...(defaults ? [] : SIDECAR_TUNING),
         "--v=2",
       ],
       {},
@@ -96,9 +101,8 @@ export async function startUpstreamStack(options: StackOptions, bins: UpstreamBi
       [
         `--csi-address=${socket}`,
         `--kubeconfig=${options.kubeconfig}`,
-        "--worker-threads=100",
         "--leader-election=false",
-        ...TUNING,
+        ...(defaults ? [] : SIDECAR_TUNING),
         "--v=2",
       ],
       {},

@@ -37,6 +37,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(p.lateRuns, 5);
   assert.equal(p.attachments, 100);
   assert.equal(p.compare, false);
+  assert.equal(p.upstreamDefaults, false);
   assert.equal(p.resyncSeconds, 60);
   assert.equal(p.forwarderConcurrency, undefined);
   assert.equal(p.upstream.csiAttacher, "/home/u/.cache/kube-storage-functions/real-cluster/bin/csi-attacher");
@@ -50,6 +51,7 @@ test("options: the issue's workloads by default, flags over environment over the
       "--bind-sizes",
       "7,70",
       "--compare",
+      "--upstream-defaults",
       "--upstream-bin-dir",
       "/bins",
       "--csi-provisioner",
@@ -63,6 +65,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.deepEqual(q.workloads, ["provision", "delete", "bind"]);
   assert.deepEqual(q.bindSizes, [7, 70]);
   assert.equal(q.compare, true);
+  assert.equal(q.upstreamDefaults, true);
   assert.equal(q.forwarderConcurrency, 4);
   assert.deepEqual(q.upstream, {
     kubeControllerManager: "/bins/kube-controller-manager",
