@@ -21,7 +21,14 @@ import {
 } from "../../shared/kube/resources.ts";
 import type { KubeObject } from "../../shared/kube/types.ts";
 import { generateCertificates } from "../../shared/tls/certificates.ts";
-import { progress, REPO, type SpawnedFunction, shippedFunction, spawnFunction } from "../support.ts";
+import {
+  peakRssMiB,
+  progress,
+  REPO,
+  type SpawnedFunction,
+  shippedFunction,
+  spawnFunction,
+} from "../support.ts";
 import { type Child, readyLine, startChild } from "./processes.ts";
 
 export const WEBHOOK_CONFIG_NAME = "kube-storage-functions-bench";
@@ -52,6 +59,8 @@ export interface Stack {
   csiEndpoint: string;
   /** Names of the volumes the driver holds, when it can tell (the sandbox driver's admin endpoint). */
   backingVolumes?(): Promise<string[]>;
+  /** Peak RSS of each function process so far (VmHWM), MiB; ours only. */
+  peakRssMiB?(): Record<string, number>;
   /** The last output of each process, for a failed workload's report. */
   diagnostics(): Record<string, string>;
   stop(): Promise<void>;
@@ -242,6 +251,7 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
       };
       return (body.volumes ?? []).map((v) => String(v.volumeId));
     },
+    peakRssMiB: () => Object.fromEntries(functions.map((f) => [f.name, peakRssMiB(f.child.pid)])),
     diagnostics: () => ({
       ...Object.fromEntries(functions.map((f) => [f.name, f.stderr().slice(-2000)])),
       ...(forwarder ? { forwarder: forwarder.stderr().slice(-2000) } : {}),

@@ -19,7 +19,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cpuLoopMs, cpuSnapshot, load, otherLoad, progress, round } from "../support.ts";
-import { type Figures, medianFigures, type Ratio, ratios } from "./figures.ts";
+import { type Figures, medianFigures, type Ratio, ratios, realSummary, type SummaryLine } from "./figures.ts";
 import { type RealBenchParams, RealBenchUsageError, realParamsFromArgs } from "./options.ts";
 import { type Stack, startOurStack } from "./ours.ts";
 import { type ApiServer, connect } from "./server.ts";
@@ -48,6 +48,8 @@ export interface RealRound {
   round: number;
   seconds: number;
   result: RoundResult;
+  /** Peak RSS of each of our function processes over the round (VmHWM), MiB. */
+  peakRssMiB?: Record<string, number>;
   error?: string;
 }
 
@@ -70,6 +72,9 @@ export interface RealBenchReport {
   upstream?: Figures;
   /** Upstream's figure over ours: above 1 we are faster (or do less). */
   ratio?: Record<string, Ratio>;
+  /** The issue's targets that these figures can judge. */
+  summary: SummaryLine[];
+  allMet: boolean;
 }
 
 async function runRound(
@@ -122,7 +127,14 @@ async function runRound(
     }
     if (w.has("attach")) result.attach = await attach(ctx, params.attachments);
     if (w.has("lateVolume")) result.lateVolume = await lateVolume(ctx, params.lateRuns);
-    return { stack: stackName, round, seconds: round2((performance.now() - started) / 1000), result };
+    const rss = stack.peakRssMiB?.();
+    return {
+      stack: stackName,
+      round,
+      seconds: round2((performance.now() - started) / 1000),
+      result,
+      ...(rss ? { peakRssMiB: rss } : {}),
+    };
   } catch (err) {
     const error = err instanceof Error ? err.message : String(err);
     progress(`round ${round} (${stackName}) failed: ${error}`);
@@ -163,6 +175,8 @@ export async function runRealBench(params: RealBenchParams): Promise<RealBenchRe
     params,
     rounds: [],
     ours: {},
+    summary: [],
+    allMet: false,
   };
   try {
     await cleanCluster(server);
@@ -184,6 +198,8 @@ export async function runRealBench(params: RealBenchParams): Promise<RealBenchRe
     report.upstream = figuresOf("upstream");
     report.ratio = ratios(report.ours, report.upstream);
   }
+  report.summary = realSummary(report.ours, report.ratio);
+  report.allMet = report.summary.length > 0 && report.summary.every((l) => l.met);
   const cpu1 = cpuSnapshot();
   report.seconds = round((cpu1.at - cpu0.at) / 1000, 1);
   report.machine.otherProcessesCpuPercent = otherLoad(cpu0, cpu1).otherProcessesCpuPercent;

@@ -4,7 +4,14 @@
 // kube-apiserver and is not run here.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { claimCosts, delta, medianFigures, ratios, requestTotals } from "../../bench/real/figures.ts";
+import {
+  claimCosts,
+  delta,
+  medianFigures,
+  ratios,
+  realSummary,
+  requestTotals,
+} from "../../bench/real/figures.ts";
 import { realParamsFromArgs, wantsRealServer } from "../../bench/real/options.ts";
 import { flatFigures, isBenchObject } from "../../bench/real/workloads.ts";
 import {
@@ -195,4 +202,31 @@ test("the bench counts its own objects only: named ksf-bench-*, or bound to a cl
     true,
   );
   assert.equal(isBenchObject(events, o({ involvedObject: { kind: "Pod", name: "web-0" } })), false);
+});
+
+test("the summary judges the issue's targets: writes, Events and the late PV always, speed-ups only against upstream", () => {
+  const ours = {
+    "provision.seconds": 4,
+    "provision.objectWritesPerClaim": 4,
+    "provision.eventsPerClaim": 1.5,
+    "lateVolume.medianSeconds": 1,
+    "bind.1000.seconds": 10,
+  };
+  const alone = realSummary(ours);
+  assert.deepEqual(
+    alone.map((l) => [l.figure, l.target, l.met]),
+    [
+      ["provision.objectWritesPerClaim", "<= 4", true],
+      ["provision.eventsPerClaim", "<= 1", false],
+      ["lateVolume.medianSeconds", "< 1", false],
+    ],
+  );
+  const compared = realSummary(ours, ratios(ours, { "provision.seconds": 8, "bind.1000.seconds": 19 }));
+  assert.deepEqual(
+    compared.slice(3).map((l) => [l.figure, l.value, l.met]),
+    [
+      ["provision.seconds (upstream / ours)", 2, true],
+      ["bind.1000.seconds (upstream / ours)", 1.9, false],
+    ],
+  );
 });
