@@ -39,6 +39,7 @@ export function claimWarning(claim: PersistentVolumeClaim, text: string): Provis
   return { op: "event", object: claim, type: "Warning", reason: reason.provisioningFailed, message: text };
 }
 
+/** A clone's or restore's source is let go (the step checks no other claim still provisions from it). */
 export function releaseSourceSteps(claim: PersistentVolumeClaim): ProvisionerStep[] {
   const source = sourceOf(claim);
   return source ? [{ op: "release-source", claim, source }] : [];
@@ -46,12 +47,8 @@ export function releaseSourceSteps(claim: PersistentVolumeClaim): ProvisionerSte
 
 /** The claim's intent and backoff dropped: nothing of it is left to clean up. */
 export function releaseSteps(claim: PersistentVolumeClaim): ProvisionerStep[] {
-  const source = sourceOf(claim);
   const released = withoutAnnotations(withoutFinalizer(claim, provisioningFinalizer), backoffAnnotations);
-  return [
-    ...(source ? [{ op: "release-source" as const, claim, source }] : []),
-    { op: "write-claim", claim: released },
-  ];
+  return [...releaseSourceSteps(claim), { op: "write-claim", claim: released }];
 }
 
 /** The PV that records the created volume (refused when the volume is too small); undefined before CreateVolume answered. */

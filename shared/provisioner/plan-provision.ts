@@ -19,6 +19,7 @@ import { nextRetryDelaySeconds } from "./decide-claim.ts";
 import { takeBackRound } from "./plan-take-back.ts";
 import {
   backoffAnnotations,
+  type CsiFailure,
   hasAnyAnnotation,
   type Needs,
   type ProvisionerPlan,
@@ -111,7 +112,7 @@ export function provisionRound(
   }
   if (saved !== undefined) return takeBackRound(s, saved.failed, claimKey, secrets);
   if (p.volumeDeleted || p.deleteFailed) {
-    // The volume was too small to use: given back, then the claim tries again later (the intent stays until then).
+    // The volume was too small to use: given back, the claim backs off (the intent stayed until it was gone).
     if (p.deleteFailed)
       return { steps: [{ op: "throw", error: p.deleteFailed.error }], outcome: "delete failed" };
     const built = recordingVolume(s, storageClass, pvName);
@@ -133,51 +134,7 @@ export function provisionRound(
       again: true,
     };
   }
-  if (p.createFailed) {
-    const f = p.createFailed;
-    switch (f.errorClass) {
-      case "in-progress":
-        // The driver may still be creating it: keep the intent, retry the same request soon.
-        return {
-          steps: [
-            failed,
-            claimWarning(claim, message.failed(storageClass.metadata.name, f.text)),
-            {
-              op: "retry-later",
-              message: `CreateVolume for claim ${claimKey} is still in progress: ${f.text}`,
-              cause: f.error,
-            },
-          ],
-          outcome: "CreateVolume in progress",
-        };
-      case "reschedule":
-        return {
-          steps: [failed, ...rescheduleSteps(claim, storageClass, f.text), ...releaseSourceSteps(claim)],
-          outcome: "rescheduled",
-          error: f.text,
-        };
-      case "infeasible":
-        return {
-          steps: [
-            failed,
-            ...failFinalSteps(s, storageClass, f.text, "infeasible"),
-            ...releaseSourceSteps(claim),
-          ],
-          outcome: "provisioning failed (infeasible)",
-          error: f.text,
-        };
-      case "final":
-        return {
-          steps: [
-            failed,
-            ...failFinalSteps(s, storageClass, f.text, "final", f.alreadyExists),
-            ...releaseSourceSteps(claim),
-          ],
-          outcome: "provisioning failed",
-          error: f.text,
-        };
-    }
-  }
+  if (p.createFailed) return createFailedPlan(s, storageClass, p.createFailed, failed);
   // A retry or a slow claim is told it is being provisioned; a fast first attempt only hears the outcome.
   const isRetry = claim.metadata.annotations?.[annProvisioningFailures] !== undefined;
   if ((isRetry || progressEventsDue(claim.metadata.creationTimestamp, s.now)) && !p.announced) {
@@ -227,5 +184,58 @@ export function provisionRound(
         again: true,
       };
     }
+  }
+}
+
+/** CreateVolume failed: counted, then answered by how the error reads (see shared/csi/errors.ts). */
+function createFailedPlan(
+  s: ClaimState,
+  storageClass: StorageClass,
+  f: CsiFailure,
+  failed: ProvisionerStep,
+): ProvisionerPlan {
+  const { claim } = s;
+  const claimKey = `${claim.metadata.namespace}/${claim.metadata.name}`;
+  switch (f.errorClass) {
+    case "in-progress":
+      // The driver may still be creating it: keep the intent, retry the same request soon.
+      return {
+        steps: [
+          failed,
+          claimWarning(claim, message.failed(storageClass.metadata.name, f.text)),
+          {
+            op: "retry-later",
+            message: `CreateVolume for claim ${claimKey} is still in progress: ${f.text}`,
+            cause: f.error,
+          },
+        ],
+        outcome: "CreateVolume in progress",
+      };
+    case "reschedule":
+      return {
+        steps: [failed, ...rescheduleSteps(claim, storageClass, f.text), ...releaseSourceSteps(claim)],
+        outcome: "rescheduled",
+        error: f.text,
+      };
+    case "infeasible":
+      return {
+        steps: [
+          failed,
+          ...failFinalSteps(s, storageClass, f.text, "infeasible"),
+          ...releaseSourceSteps(claim),
+        ],
+        outcome: "provisioning failed (infeasible)",
+        error: f.text,
+      };
+    case "final":
+      return {
+        steps: [
+          failed,
+          ...failFinalSteps(s, storageClass, f.text, "final", f.alreadyExists),
+          ...releaseSourceSteps(claim),
+        ],
+        outcome: "provisioning failed",
+        error: f.text,
+      };
   }
 }
