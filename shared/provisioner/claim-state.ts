@@ -33,16 +33,18 @@ export interface ClaimState {
   request?: RequestOutcome;
   /** After a PV save failed: the claim read again (undefined: gone), or the error reading it. */
   current?: { claim: PersistentVolumeClaim | undefined } | { error: unknown };
+  /** The claims of the namespace, listed for a round that would release the claim's data source. */
+  sourceClaims?: readonly PersistentVolumeClaim[];
 }
 
 export function claimWarning(claim: PersistentVolumeClaim, text: string): ProvisionerStep {
   return { op: "event", object: claim, type: "Warning", reason: reason.provisioningFailed, message: text };
 }
 
-/** A clone's or restore's source is let go (the step checks no other claim still provisions from it). */
+/** A clone's or restore's source is let go (kept by planClaimRound while another claim provisions from it). */
 export function releaseSourceSteps(claim: PersistentVolumeClaim): ProvisionerStep[] {
   const source = sourceOf(claim);
-  return source ? [{ op: "release-source", claim, source }] : [];
+  return source ? [{ op: "release-source", source }] : [];
 }
 
 /** The claim's intent and backoff dropped: nothing of it is left to clean up. */

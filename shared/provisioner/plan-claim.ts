@@ -9,11 +9,24 @@ import { claimClass } from "../kube/claim-class.ts";
 import type { StorageClass } from "../kube/types.ts";
 import { provisioningFinalizer } from "../kube/well-known.ts";
 import { type ClaimState, claimWarning, recordingVolume, releaseSteps, saveOutcome } from "./claim-state.ts";
+import { type SourceRef, stillProvisioningFrom } from "./data-source-ref.ts";
 import { decideClaim } from "./decide-claim.ts";
 import { provisionRound } from "./plan-provision.ts";
 import { type Needs, type ProvisionerPlan, withFinalizer } from "./steps.ts";
 
 export function planClaimRound(s: ClaimState): ProvisionerPlan | Needs {
+  const round = claimRound(s);
+  if ("needs" in round || !round.steps.some((step) => step.op === "release-source")) return round;
+  // The source stays protected while another claim may still call CreateVolume from it.
+  const claims = s.sourceClaims;
+  if (!claims) return { needs: "source-claims" };
+  const uid = s.claim.metadata.uid;
+  const stillUsed = (source: SourceRef) => claims.some((c) => stillProvisioningFrom(c, source, uid));
+  const steps = round.steps.filter((step) => step.op !== "release-source" || !stillUsed(step.source));
+  return { ...round, steps };
+}
+
+function claimRound(s: ClaimState): ProvisionerPlan | Needs {
   const { claim } = s;
   if (!s.pvName.ok) return { steps: [], outcome: "ignored", error: s.pvName.error };
   const decision = decideClaim(claim, {

@@ -36,8 +36,8 @@ export type ProvisionerStep =
   | { op: "write-volume"; volume: PersistentVolume }
   /** The clone or restore source gets its protection finalizer before CreateVolume. */
   | { op: "protect-source"; source: SourceRef }
-  /** The source loses it once no other claim is still provisioned from it. */
-  | { op: "release-source"; claim: PersistentVolumeClaim; source: SourceRef }
+  /** The source loses it: no other claim is still provisioned from it. */
+  | { op: "release-source"; source: SourceRef }
   | { op: "create-volume"; request: CreateVolumeRequest; nodeSelected: boolean }
   | { op: "create-pv"; volume: PersistentVolume }
   /** DeleteVolume (NOT_FOUND counts as done); the answer is carried. */
@@ -81,7 +81,7 @@ export type ProvisionerPlan = Plan<ProvisionerStep, never>;
 
 /** A round that cannot be decided before the loader reads more. */
 export interface Needs {
-  needs: "request" | "current-claim" | "secrets";
+  needs: "request" | "current-claim" | "source-claims" | "secrets";
 }
 
 export const backoffAnnotations = [annProvisioningFailures, annProvisioningRetryAfter];

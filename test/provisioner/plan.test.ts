@@ -112,6 +112,7 @@ function state(
     progress?: Progress;
     request?: RequestOutcome | "ready";
     current?: ClaimState["current"];
+    sourceClaims?: PersistentVolumeClaim[];
     at?: Date;
   } = {},
 ): ClaimState {
@@ -130,6 +131,7 @@ function state(
     startedAt: 100,
     ...(request ? { request } : {}),
     ...(o.current ? { current: o.current } : {}),
+    ...(o.sourceClaims ? { sourceClaims: o.sourceClaims } : {}),
   };
 }
 
@@ -305,10 +307,39 @@ describe("claim rounds", () => {
       },
     },
     {
+      name: "a clone's PV saved: the namespace's claims are read, to know whether its source may go",
+      state: state(claim({ ...intent, source: true }), {
+        progress: { created, saved: true },
+        request: "ready",
+      }),
+      want: { needs: "source-claims" },
+    },
+    {
+      name: "a clone's PV saved while another clone of the source is pending: the source stays protected",
+      state: state(claim({ ...intent, source: true }), {
+        progress: { created, saved: true },
+        request: "ready",
+        sourceClaims: [
+          {
+            ...claim({ ...intent, source: true }),
+            metadata: { ...claim().metadata, uid: "uid-2", finalizers: [provisioningFinalizer] },
+          },
+        ],
+      }),
+      want: {
+        steps: [
+          `event Normal ProvisioningSucceeded: Successfully provisioned volume ${pvName}`,
+          "count provisionTotal timed",
+        ],
+        outcome: `provisioned volume ${pvName}`,
+      },
+    },
+    {
       name: "PV saved after failures: the backoff annotations go too; a clone's source is released first",
       state: state(claim({ ...intent, source: true, annotations: { [failures]: "2", [retryAfter]: "x" } }), {
         progress: { created, saved: true },
         request: "ready",
+        sourceClaims: [claim({ ...intent, source: true })],
       }),
       want: {
         steps: [
@@ -389,6 +420,7 @@ describe("claim rounds", () => {
       state: state(claim({ ...intent, source: true }), {
         progress: { createFailed: failure("infeasible") },
         request: "ready",
+        sourceClaims: [],
       }),
       want: {
         steps: [

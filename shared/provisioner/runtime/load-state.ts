@@ -99,6 +99,12 @@ async function supplyClaim(deps: LoaderDeps, s: ClaimState, { needs }: Needs): P
       return { ...s, current: { error } };
     }
   }
+  if (needs === "source-claims") {
+    const list = await kube.list<PersistentVolumeClaim>(persistentVolumeClaims, {
+      namespace: s.claim.metadata.namespace ?? "",
+    });
+    return { ...s, sourceClaims: list.items };
+  }
   if (needs !== "request" || !s.pvName.ok || !s.storageClass || s.request)
     throw new Error(`the claim round asked for ${needs}, which a claim state cannot supply`);
   const startedAt = s.startedAt ?? performance.now();

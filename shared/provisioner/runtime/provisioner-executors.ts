@@ -77,7 +77,7 @@ export function provisionerExecutors<K>({
       return 0;
     },
     async "release-source"(step) {
-      await releaseSource(kube, step.claim, step.source);
+      await releaseSource(kube, step.source);
       return 0;
     },
     async "create-volume"(step, run) {

@@ -1,19 +1,13 @@
 // While a volume is cloned from a claim or restored from a snapshot, the
 // source must not disappear: upstream puts a finalizer on it before
 // CreateVolume and takes it off once no claim is still being provisioned
-// from it. Stateless: "still being provisioned" is read from the claims.
+// from it (decided by ../plan-claim.ts on the namespace's claims).
 import { isNotFound } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { updateObject } from "../../kube/optimistic-update.ts";
 import { persistentVolumeClaims, volumeSnapshots } from "../../kube/resources.ts";
-import type { KubeObject, PersistentVolumeClaim } from "../../kube/types.ts";
-import {
-  protectedSource,
-  releasedSource,
-  type SourceRef,
-  sourceFinalizer,
-  stillProvisioningFrom,
-} from "../data-source-ref.ts";
+import type { KubeObject } from "../../kube/types.ts";
+import { protectedSource, releasedSource, type SourceRef, sourceFinalizer } from "../data-source-ref.ts";
 
 function descriptorAndFinalizer(source: SourceRef) {
   const finalizer = sourceFinalizer(source);
@@ -28,16 +22,8 @@ export async function protectSource(kube: KubeJsonClient, source: SourceRef): Pr
   await updateObject<KubeObject>(kube, r, source, (o) => protectedSource(o, finalizer));
 }
 
-/** Takes the finalizer off the claim's source once no other claim is still provisioned from it. */
-export async function releaseSource(
-  kube: KubeJsonClient,
-  claim: PersistentVolumeClaim,
-  source: SourceRef,
-): Promise<void> {
-  const claims = await kube.list<PersistentVolumeClaim>(persistentVolumeClaims, {
-    namespace: source.namespace,
-  });
-  if (claims.items.some((c) => stillProvisioningFrom(c, source, claim.metadata.uid))) return;
+/** Takes the protection finalizer off the source (a source already gone is fine). */
+export async function releaseSource(kube: KubeJsonClient, source: SourceRef): Promise<void> {
   const { r, finalizer } = descriptorAndFinalizer(source);
   try {
     await updateObject<KubeObject>(kube, r, source, (o) => releasedSource(o, finalizer));
