@@ -38,9 +38,7 @@ export interface Failure {
   cause?: unknown;
 }
 
-export type SecretsRead =
-  | { ok: true; value: Record<string, string> | undefined }
-  | { ok: false; error: string };
+type SecretsRead = { ok: true; value: Record<string, string> | undefined } | { ok: false; error: string };
 
 /** How far this sync got beyond what the objects show. */
 export type Stage =

@@ -12,7 +12,7 @@ import type {
 } from "../kube/types.ts";
 import { annAttachLock } from "../kube/well-known.ts";
 
-export type SourceResult =
+type SourceResult =
   | {
       ok: true;
       /** The PV spec or the inline spec: access modes, volume mode, mount options. */
@@ -40,7 +40,7 @@ export function attachedVolumeName(va: VolumeAttachment): string | undefined {
 }
 
 /** The shape of the source alone, before any PV is read. */
-export function checkSourceShape(va: VolumeAttachment): { ok: true } | { ok: false; error: string } {
+function checkSourceShape(va: VolumeAttachment): { ok: true } | { ok: false; error: string } {
   const { persistentVolumeName, inlineVolumeSpec } = va.spec.source;
   if (persistentVolumeName && inlineVolumeSpec) return { ok: false, error: sourceErrors.both };
   if (!persistentVolumeName && !inlineVolumeSpec) return { ok: false, error: sourceErrors.neither };

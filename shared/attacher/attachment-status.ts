@@ -5,7 +5,7 @@
 import { rfc3339 } from "../kube/time.ts";
 import type { VolumeAttachment, VolumeError } from "../kube/types.ts";
 
-export type AttachmentStatus = NonNullable<VolumeAttachment["status"]>;
+type AttachmentStatus = NonNullable<VolumeAttachment["status"]>;
 
 /** errorCode only for gRPC failures (upstream: status.FromError ok). */
 /** kube-apiserver refuses a VolumeError message over 1024 bytes (maxVolumeErrorMessageSize). */

@@ -30,7 +30,7 @@ export function retryDelaySeconds(failures: number): number {
 }
 
 /** Consecutive failures of this operation recorded so far. */
-export function failuresSoFar(va: VolumeAttachment, op: Operation): number {
+function failuresSoFar(va: VolumeAttachment, op: Operation): number {
   const n = Number(va.metadata.annotations?.[keysOf(op).failures] ?? "0");
   return Number.isSafeInteger(n) && n > 0 ? n : 0;
 }

@@ -8,7 +8,7 @@ import { CsiHandler } from "./csi-handler.ts";
 import type { AttachHandler } from "./handler.ts";
 import { TrivialHandler } from "./trivial-handler.ts";
 
-export interface HandlerOptions {
+interface HandlerOptions {
   driverName: string;
   /** --default-fstype; upstream's default is "" (send no fsType). */
   defaultFsType?: string;

@@ -5,9 +5,9 @@
 import type { CSINode, VolumeAttachment } from "../kube/types.ts";
 import { annNodeId } from "./constants.ts";
 
-export type NodeIdResult = { ok: true; nodeId: string } | { ok: false; error: string };
+type NodeIdResult = { ok: true; nodeId: string } | { ok: false; error: string };
 
-export function nodeIdFromCsiNode(driver: string, csiNode: CSINode): string | undefined {
+function nodeIdFromCsiNode(driver: string, csiNode: CSINode): string | undefined {
   return csiNode.spec?.drivers?.find((d) => d.name === driver)?.nodeID;
 }
 

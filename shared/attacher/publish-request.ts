@@ -18,7 +18,7 @@ export interface PublishOptions {
   defaultFsType: string;
 }
 
-export type CapabilityResult = { ok: true; value: VolumeCapability } | { ok: false; error: string };
+type CapabilityResult = { ok: true; value: VolumeCapability } | { ok: false; error: string };
 
 export function volumeCapabilityFor(
   spec: PersistentVolumeSpec,
@@ -41,7 +41,7 @@ export function volumeCapabilityFor(
 }
 
 /** The readonly flag the driver gets: the PV's, unless the driver cannot honour it. */
-export function publishReadonlyFlag(csi: CSIPersistentVolumeSource, publishReadonly: boolean): boolean {
+function publishReadonlyFlag(csi: CSIPersistentVolumeSource, publishReadonly: boolean): boolean {
   return publishReadonly ? csi.readOnly === true : false;
 }
 

@@ -17,7 +17,7 @@ export function publishedNodesByVolume(entries: readonly ListVolumesEntry[]): Ma
   return published;
 }
 
-export interface AttachmentMismatch {
+interface AttachmentMismatch {
   name: string;
   /** What status.attached says. */
   attached: boolean;
@@ -27,7 +27,7 @@ export interface AttachmentMismatch {
   nodeId: string;
 }
 
-export interface ReconcileInput {
+interface ReconcileInput {
   driverName: string;
   attachments: readonly VolumeAttachment[];
   /** PVs by name (those the attachments reference; more is fine). */

@@ -17,15 +17,14 @@ import { completeAttachmentState, loadAttachment, loadVolumeState } from "./load
 export interface AttacherReport {
   object: string;
   outcome: string;
-  error?: string;
 }
 
-export interface AttacherSpecDeps extends AttacherExecutorDeps {
+interface AttacherSpecDeps extends AttacherExecutorDeps {
   driverName: string;
   handler: () => Promise<AttachHandler>;
 }
 
-export type AttacherSpec = ControllerSpec<
+type AttacherSpec = ControllerSpec<
   AttacherKey,
   AttachmentState | VolumeState,
   AttacherStep,

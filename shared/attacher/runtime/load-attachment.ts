@@ -24,16 +24,13 @@ import type { Operation } from "../backoff.ts";
 import type { AttachHandler } from "../handler.ts";
 import { mayReleaseVolume } from "../volume-release.ts";
 
-export function loadVolume(
-  kube: KubeJsonClient,
-  name: string | undefined,
-): Promise<PersistentVolume | undefined> {
+function loadVolume(kube: KubeJsonClient, name: string | undefined): Promise<PersistentVolume | undefined> {
   return name
     ? getOptional(() => kube.get<PersistentVolume>(persistentVolumes, name))
     : Promise.resolve(undefined);
 }
 
-export function loadCsiNode(kube: KubeJsonClient, nodeName: string): Promise<CSINode | undefined> {
+function loadCsiNode(kube: KubeJsonClient, nodeName: string): Promise<CSINode | undefined> {
   return getOptional(() => kube.get<CSINode>(csiNodes, nodeName));
 }
 
@@ -42,7 +39,7 @@ export function loadCsiNode(kube: KubeJsonClient, nodeName: string): Promise<CSI
  * undefined secrets when the source names none, an error when it names a
  * Secret that does not exist.
  */
-export async function loadPublishSecrets(
+async function loadPublishSecrets(
   kube: KubeJsonClient,
   csi: CSIPersistentVolumeSource,
 ): Promise<{ ok: true; value: Record<string, string> | undefined } | { ok: false; error: string }> {
