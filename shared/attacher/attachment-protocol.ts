@@ -249,22 +249,17 @@ export function planAttachment(s: AttachmentState): AttacherPlan {
     case "failed":
       return planFailure(s);
     case "published": {
-      const { publishContext } = stage.published;
+      const { publishContext, nodeId } = stage.published;
       const uid = va.metadata.uid;
-      const resume = s;
       const step: AttacherStep = {
         op: "write-attached",
         name,
         uid,
         finalizer: handler.finalizer,
         publishContext,
-        resume,
+        resume: s,
       };
-      return {
-        steps: [step],
-        outcome: `recording the attachment to node ${stage.published.nodeId}`,
-        again: true,
-      };
+      return { steps: [step], outcome: `recording the attachment to node ${nodeId}`, again: true };
     }
     case "status-written": {
       const { published, forced, current } = stage;
@@ -274,7 +269,8 @@ export function planAttachment(s: AttachmentState): AttacherPlan {
         const request = buildUnpublishRequest(published);
         const failure = `volume ${published.csi.volumeHandle} was published to node ${published.nodeId} after VolumeAttachment ${name} was released, and unpublishing it failed`;
         const resume: AttachmentState = { ...s, stage: { at: "taken-back", published } };
-        return { steps: [{ op: "take-back", request, failure, resume }], outcome: failure, again: true };
+        const outcome = `taking back the publish to node ${published.nodeId}`;
+        return { steps: [{ op: "take-back", request, failure, resume }], outcome, again: true };
       }
       const why = forced ? " (the driver did not list it as published)" : "";
       const outcome = `attached to node ${published.nodeId}${why}`;
