@@ -33,8 +33,8 @@ export interface Failure {
   op: Operation;
   message: string;
   grpcCode?: number;
-  /** When it failed, if not when the sync decided (a slow publish). */
-  at?: Date;
+  /** When it failed: the backoff and the status error both count from here. */
+  at: Date;
   cause?: unknown;
 }
 
@@ -64,6 +64,7 @@ export type Stage =
 export interface AttachmentState {
   kind: "attachment";
   handler: AttachHandler;
+  /** The clock when this round was loaded. */
   now: Date;
   /** The ListVolumes reconciler (or a taken-back publish) asks to attach or detach again. */
   force: boolean;

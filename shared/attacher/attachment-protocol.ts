@@ -220,7 +220,7 @@ function planFailure(s: AttachmentState): AttacherPlan {
     const message = `${outcome}${unsaved}`;
     return { steps: [{ op: "retry-later", message, delaySeconds, cause: failure.cause }], outcome: message };
   }
-  const at = failure.at ?? s.now;
+  const { at } = failure;
   if (!backoffSaved) {
     const resume: AttachmentState = { ...s, stage: { ...s.stage, backoffSaved: true } };
     return { steps: [{ op: "save-backoff", name, operation, now: at, resume }], outcome, again: true };
@@ -232,7 +232,7 @@ function planFailure(s: AttachmentState): AttacherPlan {
 
 function planChain(s: AttachmentState, next: Next, op: Failure["op"]): AttacherPlan {
   if ("step" in next) return { steps: [next.step], outcome: next.outcome, again: true };
-  if ("fail" in next) return planFailure(failedWith(s, { op, message: next.fail }));
+  if ("fail" in next) return planFailure(failedWith(s, { op, message: next.fail, at: s.now }));
   throw new TypeError(`the ${next.read.read} read was not made before deciding`);
 }
 

@@ -83,10 +83,11 @@ async function loadState(
   const handler = await d.handler();
   if (key.kind === "volume") return loadVolumeState(kube, handler, key.name);
   if (round > 1) {
-    // Each step of a protocol hands over what it left; nothing is read twice.
+    // Each step of a protocol hands over what it left; nothing is read twice. The clock moves on:
+    // a failure found in this round is dated now, as upstream dates it when it happens.
     const resumed = carried.at(-1);
     if (!resumed) throw new TypeError(`round ${round} of ${objectOf(key)} has no state to resume from`);
-    return completeAttachmentState(kube, resumed, now);
+    return completeAttachmentState(kube, { ...resumed, now: now() }, now);
   }
   const va = await loadAttachment(kube, key.name);
   if (!va) return undefined;
