@@ -20,7 +20,7 @@ import { spawn } from "node:child_process";
 import { join, relative } from "node:path";
 import { type Metafile, stop as stopEsbuild } from "esbuild";
 import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
-import type { FunctionName } from "../functions/serve.ts";
+import { FUNCTION_NAMES, type FunctionName } from "../functions/serve.ts";
 import { buildFunctions, DEFAULT_FUNCTIONS_OUT_DIR, SERVE_BUNDLE } from "../scripts/build-functions.ts";
 import { primeCodeCache } from "../scripts/prime-code-cache.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
@@ -46,14 +46,7 @@ export const COLD_START_TARGET_MS = 150;
 export type ColdStartVariant = "typescript" | "bundle" | "bundleCodeCache";
 // In this order: the bundles have no code cache until the last variant writes them one.
 export const COLD_START_VARIANTS: readonly ColdStartVariant[] = ["typescript", "bundle", "bundleCodeCache"];
-const ALL_FUNCTIONS: readonly FunctionName[] = [
-  "admission",
-  "binder",
-  "provisioner",
-  "attacher",
-  "attach-detach",
-  "protection",
-];
+const ALL_FUNCTIONS: readonly FunctionName[] = FUNCTION_NAMES;
 
 /** Packages whose import cost is measured on its own (unbundled, from node_modules). */
 const HEAVY_PACKAGES = [
