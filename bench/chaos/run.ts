@@ -16,6 +16,7 @@ import { type Forwarder, startForwarder } from "../../shared/forwarder/index.ts"
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
   csiDrivers,
+  events as eventsResource,
   nodes,
   persistentVolumeClaims,
   persistentVolumes,
@@ -94,7 +95,14 @@ export interface ChaosReport {
     byResource: Record<string, number>;
   };
   /** Pods the harness created and deleted, and how many of them the sandbox kubelets ran. */
-  pods: { created: number; deleted: number; ran: number; ranAfterChaos: boolean; goneAfterChaos: boolean };
+  pods: {
+    created: number;
+    deleted: number;
+    ran: number;
+    ranAfterChaos: boolean;
+    goneAfterChaos: boolean;
+    stuckAfterChaos?: string[];
+  };
   settle: {
     passes: number;
     quiet: boolean;
@@ -173,7 +181,7 @@ async function sleepWhile(ms: number, go: () => boolean): Promise<void> {
 async function runOnePod(
   harness: HarnessClient,
   claimName: string,
-): Promise<{ ran: boolean; gone: boolean }> {
+): Promise<{ ran: boolean; gone: boolean; stuck?: string[] }> {
   const name = "pod-after-chaos";
   await harness.create(pods, pod(name, claimName));
   const until = async (check: (p: Pod | undefined) => boolean): Promise<boolean> => {
@@ -186,9 +194,36 @@ async function runOnePod(
     return false;
   };
   const ran = await until((p) => p?.status?.phase === "Running");
+  const stuck = ran ? undefined : await whyNotRunning(harness, name, claimName);
   await harness.delete(pods, name, namespace);
   const gone = await until((p) => p === undefined);
-  return { ran, gone };
+  return { ran, gone, ...(stuck ? { stuck } : {}) };
+}
+
+/** What a pod that did not run was waiting for: its status, its claim, the attachment and node status. */
+async function whyNotRunning(harness: HarnessClient, podName: string, claimName: string): Promise<string[]> {
+  const p = (await harness.list<Pod>(pods)).find((x) => x.metadata.name === podName);
+  const c = (await harness.list<PersistentVolumeClaim>(persistentVolumeClaims)).find(
+    (x) => x.metadata.name === claimName,
+  );
+  const pvName = c?.spec.volumeName;
+  const vas = (await harness.list<VolumeAttachment>(volumeAttachments)).filter(
+    (v) => v.spec.source.persistentVolumeName === pvName,
+  );
+  const node = (await harness.list<Node>(nodes)).find((n) => n.metadata.name === p?.spec.nodeName);
+  const events = (await harness.list<KubeObject>(eventsResource))
+    .filter((e) => (e as { involvedObject?: { name?: string } }).involvedObject?.name === podName)
+    .map((e) => `${(e as { reason?: string }).reason}: ${(e as { message?: string }).message}`);
+  return [
+    `pod node ${p?.spec.nodeName ?? "-"} status ${JSON.stringify(p?.status ?? {})}`,
+    `claim ${claimName} ${c?.status?.phase} volume ${pvName}`,
+    ...vas.map(
+      (v) =>
+        `va ${v.metadata.name} node ${v.spec.nodeName} ${JSON.stringify(v.status ?? {})} deleting ${v.metadata.deletionTimestamp ?? "-"} annotations ${JSON.stringify(v.metadata.annotations ?? {})}`,
+    ),
+    `node inUse ${JSON.stringify(node?.status?.volumesInUse ?? [])} attached ${JSON.stringify(node?.status?.volumesAttached ?? [])}`,
+    ...events,
+  ];
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -600,7 +635,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         eventWrites: writes.events,
         byResource: writes.byResource,
       },
-      pods: { ...podCounts, ran: seen.podsRan, ranAfterChaos: after.ran, goneAfterChaos: after.gone },
+      pods: {
+        ...podCounts,
+        ran: seen.podsRan,
+        ranAfterChaos: after.ran,
+        goneAfterChaos: after.gone,
+        ...(after.stuck ? { stuckAfterChaos: after.stuck } : {}),
+      },
       settle: { passes, quiet, resyncs, resyncFailures, lastResync },
       watchdog: { changesSeen: seen.changesSeen, attachedOnTwoNodes: seen.attachedOnTwoNodes.length },
     };

@@ -47,16 +47,18 @@ export class Trace {
       "ControllerPublishVolume",
       "ControllerUnpublishVolume",
     ]);
+    // Every argument passes through: a Node-service call names the node whose plugin received it.
     driver.invoke = async <M extends CsiMethodName>(
       method: M,
       request: CsiRequest<M>,
+      node?: string,
     ): Promise<CsiResponse<M>> => {
-      if (!traced.has(method)) return invoke(method, request);
+      if (!traced.has(method)) return invoke(method, request, node);
       const r = request as { volumeId?: string; nodeId?: string; name?: string };
       const what = `${method}${r.nodeId ? ` node ${r.nodeId}` : ""}`;
       const keyOf = (id: string | undefined): string => (id ? this.keyOfHandle(id) : `name:${r.name}`);
       try {
-        const response = await invoke(method, request);
+        const response = await invoke(method, request, node);
         const id = r.volumeId ?? (response as { volume?: { volumeId?: string } }).volume?.volumeId;
         this.add(keyOf(id), `${what} ok; published on [${id ? driver.publishedNodes(id).join(",") : ""}]`);
         return response;
