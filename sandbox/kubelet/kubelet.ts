@@ -10,12 +10,10 @@
 // memory, as a kubelet's actual state of the world does; every CSI call is
 // idempotent, so redoing one is harmless.
 import { join } from "node:path";
-import type { KubeConfig } from "@kubernetes/client-node";
 import { CsiClient } from "../../shared/csi/client.ts";
 import { GrpcCode, hasGrpcCode } from "../../shared/csi/errors.ts";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
-import { EventRecorder } from "../../shared/kube/event-recorder.ts";
-import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import type { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import {
   csiDrivers,
   nodes,
@@ -34,9 +32,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
-import { createLogger, type Logger } from "../../shared/log.ts";
-import { Reactor } from "../cluster/reactor.ts";
-import { WatchCache } from "../cluster/watch-cache.ts";
+import { WatchLoop, type WatchLoopHost } from "../cluster/watch-loop.ts";
 import {
   isFinished,
   type NodeVolumeState,
@@ -57,9 +53,8 @@ export type KubeletStep =
   | { step: "published" | "unpublished"; node: string; pod: string; volume: string; path: string }
   | { step: "pod-running" | "pod-deleted"; node: string; pod: string };
 
-export interface SandboxKubeletOptions {
+export interface SandboxKubeletOptions extends WatchLoopHost {
   nodeName: string;
-  kubeConfig: KubeConfig;
   /** The node's CSI plugin (unix:///...). */
   csiEndpoint: string;
   /** The kubelet's root directory (/var/lib/kubelet on a real node). */
@@ -68,10 +63,7 @@ export interface SandboxKubeletOptions {
   podIpPrefix?: string;
   /** Look at every pod again this often without a change; default 500 ms. */
   resyncMs?: number;
-  log?: Logger;
   onStep?: (step: KubeletStep) => void;
-  /** A watch copy shared with other components (started here, stopped by its owner); default its own. */
-  cache?: WatchCache;
 }
 
 /** What a kubelet reads. */
@@ -107,11 +99,8 @@ function messageOf(err: unknown): string {
 export class SandboxKubelet {
   readonly nodeName: string;
   private readonly options: SandboxKubeletOptions;
-  private readonly json: KubeJsonClient;
-  private readonly cache: WatchCache;
-  private readonly reactor: Reactor;
+  private readonly loop: WatchLoop;
   private readonly events: EventRecorder;
-  private readonly log: Logger;
   private csi: CsiClient | undefined;
   private stages = false;
   /** unique volume name → staging path: volumes staged on this node. */
@@ -125,36 +114,19 @@ export class SandboxKubelet {
   private readonly backoff = new Map<string, { until: number; failures: number }>();
   /** "<pod uid> <volume>" pairs already reported as waiting for attach (reported once). */
   private readonly waitingForAttach = new Set<string>();
-  private readonly ownsCache: boolean;
-  private readonly unsubscribe: () => void;
 
   constructor(options: SandboxKubeletOptions) {
     this.options = options;
     this.nodeName = options.nodeName;
-    this.log = options.log ?? createLogger({ name: `sandbox-kubelet-${options.nodeName}`, level: "warn" });
-    this.json = new KubeJsonClient(options.kubeConfig, { userAgent: `kubelet/${options.nodeName}` });
-    this.events = new EventRecorder(this.json, {
-      component: "kubelet",
-      host: options.nodeName,
-      logger: { warn: (details, message) => this.log.warn(details, message) },
+    this.loop = new WatchLoop(options, {
+      name: `sandbox-kubelet-${options.nodeName}`,
+      userAgent: `kubelet/${options.nodeName}`,
+      kinds: kubeletKinds,
+      pass: () => this.pass(),
+      periodMs: options.resyncMs ?? 500,
+      onChange: true,
     });
-    this.reactor = new Reactor(
-      () => this.pass(),
-      options.resyncMs ?? 500,
-      (err) => this.log.warn({ err }, "kubelet pass failed"),
-    );
-    this.ownsCache = options.cache === undefined;
-    this.cache =
-      options.cache ??
-      new WatchCache({
-        kubeConfig: options.kubeConfig,
-        json: this.json,
-        resources: kubeletKinds,
-        log: this.log,
-      });
-    if (!this.cache.covers(kubeletKinds))
-      throw new Error("the watch cache given to the kubelet lacks kinds it reads");
-    this.unsubscribe = this.cache.subscribe(() => this.reactor.poke());
+    this.events = this.loop.eventRecorder("kubelet", options.nodeName);
   }
 
   /** Connects to the node plugin (learning whether it stages) and starts watching. */
@@ -165,24 +137,19 @@ export class SandboxKubelet {
     });
     const caps = await this.csi.nodeGetCapabilities();
     this.stages = caps.capabilities.some((c) => c.rpc?.type === "STAGE_UNSTAGE_VOLUME");
-    this.cache.start();
-    await this.cache.synced();
-    this.reactor.poke();
+    await this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.unsubscribe();
-    await this.reactor.stop();
-    if (this.ownsCache) await this.cache.stop();
+    await this.loop.stop();
     this.csi?.close();
-    await this.json.close();
   }
 
   private step(step: KubeletStep): void {
     try {
       this.options.onStep?.(step);
     } catch (err) {
-      this.log.warn({ err }, "onStep failed");
+      this.loop.log.warn({ err }, "onStep failed");
     }
   }
 
@@ -206,11 +173,11 @@ export class SandboxKubelet {
   }
 
   private async pass(): Promise<void> {
-    const node = this.cache.get<Node>(nodes, this.nodeName);
+    const node = this.loop.cache.get<Node>(nodes, this.nodeName);
     if (!node || !this.csi) return;
     // A node marked not Ready stands for a node that is down: its kubelet does nothing until it is back.
     if (!node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) return;
-    const here = this.cache.list<Pod>(pods).filter((p) => p.spec.nodeName === this.nodeName);
+    const here = this.loop.cache.list<Pod>(pods).filter((p) => p.spec.nodeName === this.nodeName);
     const byUid = new Map(here.map((p) => [p.metadata.uid ?? "", p]));
     const active = here.filter((p) => !p.metadata.deletionTimestamp && !isFinished(p));
 
@@ -218,9 +185,9 @@ export class SandboxKubelet {
     const waiting = new Map<string, string>();
     for (const pod of active) {
       const resolved = resolvePodVolumes(pod, {
-        claim: (ns, name) => this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, ns),
-        volume: (name) => this.cache.get<PersistentVolume>(persistentVolumes, name),
-        csiDriver: (name) => this.cache.get<CSIDriver>(csiDrivers, name),
+        claim: (ns, name) => this.loop.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, ns),
+        volume: (name) => this.loop.cache.get<PersistentVolume>(persistentVolumes, name),
+        csiDriver: (name) => this.loop.cache.get<CSIDriver>(csiDrivers, name),
       });
       if (resolved.ready) desired.set(pod.metadata.uid ?? "", resolved.volumes);
       else waiting.set(pod.metadata.uid ?? "", resolved.reason);
@@ -240,7 +207,7 @@ export class SandboxKubelet {
         if (!(await this.mount(pod, volume, node, inUse))) ready = false;
       }
       if (!ready && waiting.has(uid))
-        this.log.debug({ pod: podKey(pod), reason: waiting.get(uid) }, "waiting");
+        this.loop.log.debug({ pod: podKey(pod), reason: waiting.get(uid) }, "waiting");
       await this.writeStatus(pod, node, ready);
     }
   }
@@ -300,7 +267,7 @@ export class SandboxKubelet {
         this.step({ step: "unstaged", node: this.nodeName, volume: unique, path: staged.path });
       } catch (err) {
         this.failed(key);
-        this.log.warn({ err, volume: unique }, "NodeUnstageVolume failed");
+        this.loop.log.warn({ err, volume: unique }, "NodeUnstageVolume failed");
       }
     }
   }
@@ -312,7 +279,7 @@ export class SandboxKubelet {
     const current = node.status?.volumesInUse ?? [];
     if (list.length === current.length && list.every((n, i) => n === current[i])) return list;
     try {
-      await this.json.patch(
+      await this.loop.json.patch(
         nodes,
         this.nodeName,
         undefined,
@@ -323,7 +290,7 @@ export class SandboxKubelet {
       this.step({ step: "volumes-in-use", node: this.nodeName, volumes: list });
       return list;
     } catch (err) {
-      this.log.warn({ err }, "patching volumesInUse failed");
+      this.loop.log.warn({ err }, "patching volumesInUse failed");
       return node.status?.volumesInUse ?? [];
     }
   }
@@ -339,7 +306,7 @@ export class SandboxKubelet {
       const uid = pod.metadata.uid ?? "";
       if (!podMayGo(uid, this.state(), this.podVolumes.get(uid) ?? new Set(), wanted, inUse)) continue;
       try {
-        await this.json.delete(pods, pod.metadata.name, pod.metadata.namespace, {
+        await this.loop.json.delete(pods, pod.metadata.name, pod.metadata.namespace, {
           preconditions: { uid },
           gracePeriodSeconds: 0,
         });
@@ -349,7 +316,7 @@ export class SandboxKubelet {
         this.step({ step: "pod-deleted", node: this.nodeName, pod: podKey(pod) });
       } catch (err) {
         if (!isNotFound(err) && !isConflict(err))
-          this.log.warn({ err, pod: podKey(pod) }, "deleting a pod failed");
+          this.loop.log.warn({ err, pod: podKey(pod) }, "deleting a pod failed");
       }
     }
   }
@@ -382,9 +349,9 @@ export class SandboxKubelet {
       const vaName = volumeAttachmentName(volume.driver, volume.volumeHandle, this.nodeName);
       let va: VolumeAttachment;
       try {
-        va = await this.json.get<VolumeAttachment>(volumeAttachments, vaName);
+        va = await this.loop.json.get<VolumeAttachment>(volumeAttachments, vaName);
       } catch (err) {
-        if (!isNotFound(err)) this.log.warn({ err, vaName }, "reading the VolumeAttachment failed");
+        if (!isNotFound(err)) this.loop.log.warn({ err, vaName }, "reading the VolumeAttachment failed");
         this.failed(key);
         return false;
       }
@@ -463,12 +430,12 @@ export class SandboxKubelet {
     const status = ready ? runningStatus(pod, place) : containerCreatingStatus(pod, place);
     if (statusShape(status) === statusShape(pod.status)) return;
     try {
-      await this.json.replace(pods, { ...pod, status }, { subresource: "status" });
+      await this.loop.json.replace(pods, { ...pod, status }, { subresource: "status" });
       if (ready) this.step({ step: "pod-running", node: this.nodeName, pod: podKey(pod) });
     } catch (err) {
       // A newer pod than our copy: the watch brings it, and the next pass writes again.
       if (!isConflict(err) && !isNotFound(err))
-        this.log.warn({ err, pod: podKey(pod) }, "writing pod status failed");
+        this.loop.log.warn({ err, pod: podKey(pod) }, "writing pod status failed");
     }
   }
 }

@@ -3,10 +3,8 @@
 // schedulerName) acts on decide.ts's answer: bind it through the
 // pods/binding subresource, write a WaitForFirstConsumer claim's
 // selected-node annotation, or record PodScheduled=False Unschedulable.
-import type { KubeConfig } from "@kubernetes/client-node";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
-import { EventRecorder } from "../../shared/kube/event-recorder.ts";
-import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import type { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import {
   csiNodes,
   nodes,
@@ -26,21 +24,15 @@ import type {
   Pod,
   StorageClass,
 } from "../../shared/kube/types.ts";
-import { createLogger, type Logger } from "../../shared/log.ts";
-import { Reactor } from "../cluster/reactor.ts";
-import { WatchCache } from "../cluster/watch-cache.ts";
+import { WatchLoop, type WatchLoopHost } from "../cluster/watch-loop.ts";
 import { decidePod, type ScheduleDecision, type SchedulingView, selectedNodeAnnotation } from "./decide.ts";
 
 export const schedulerName = "default-scheduler";
 const boundByControllerAnnotation = "pv.kubernetes.io/bound-by-controller";
 
-export interface SandboxSchedulerOptions {
-  kubeConfig: KubeConfig;
-  log?: Logger;
+export interface SandboxSchedulerOptions extends WatchLoopHost {
   /** How often every pending pod is looked at again without a change; default 1 s. */
   resyncMs?: number;
-  /** A watch copy shared with other components (started here, stopped by its owner); default its own. */
-  cache?: WatchCache;
 }
 
 /** What the scheduler reads. */
@@ -73,77 +65,51 @@ interface PodCondition {
 }
 
 export class SandboxScheduler {
-  private readonly json: KubeJsonClient;
-  private readonly cache: WatchCache;
-  private readonly reactor: Reactor;
-  private readonly log: Logger;
+  private readonly loop: WatchLoop;
   private readonly events: EventRecorder;
-  private readonly ownsCache: boolean;
-  private readonly unsubscribe: () => void;
 
   constructor(options: SandboxSchedulerOptions) {
-    this.log = options.log ?? createLogger({ name: "sandbox-scheduler", level: "warn" });
-    this.json = new KubeJsonClient(options.kubeConfig, { userAgent: "sandbox-scheduler" });
-    this.events = new EventRecorder(this.json, {
-      component: schedulerName,
-      host: "sandbox",
-      logger: { warn: (details, message) => this.log.warn(details, message) },
+    this.loop = new WatchLoop(options, {
+      name: "sandbox-scheduler",
+      kinds: schedulerKinds,
+      pass: () => this.pass(),
+      periodMs: options.resyncMs ?? 1000,
+      onChange: true,
     });
-    this.reactor = new Reactor(
-      () => this.pass(),
-      options.resyncMs ?? 1000,
-      (err) => this.log.warn({ err }, "scheduling pass failed"),
-    );
-    this.ownsCache = options.cache === undefined;
-    this.cache =
-      options.cache ??
-      new WatchCache({
-        kubeConfig: options.kubeConfig,
-        json: this.json,
-        resources: schedulerKinds,
-        log: this.log,
-      });
-    if (!this.cache.covers(schedulerKinds))
-      throw new Error("the watch cache given to the scheduler lacks kinds it reads");
-    this.unsubscribe = this.cache.subscribe(() => this.reactor.poke());
+    this.events = this.loop.eventRecorder(schedulerName, "sandbox");
   }
 
   /** Starts watching; resolves once the first lists are in. */
   async start(): Promise<void> {
-    this.cache.start();
-    await this.cache.synced();
-    this.reactor.poke();
+    await this.loop.start();
   }
 
   async stop(): Promise<void> {
-    this.unsubscribe();
-    await this.reactor.stop();
-    if (this.ownsCache) await this.cache.stop();
-    await this.json.close();
+    await this.loop.stop();
   }
 
   private view(assumed: Map<string, number>): SchedulingView {
     const counts = new Map<string, number>();
-    for (const p of this.cache.list<Pod>(pods)) {
+    for (const p of this.loop.cache.list<Pod>(pods)) {
       const node = p.spec.nodeName;
       const phase = p.status?.phase;
       if (!node || p.metadata.deletionTimestamp || phase === "Succeeded" || phase === "Failed") continue;
       counts.set(node, (counts.get(node) ?? 0) + 1);
     }
     return {
-      nodes: this.cache.list<Node>(nodes).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)),
-      csiNodes: this.cache.list<CSINode>(csiNodes),
-      claim: (ns, name) => this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, ns),
-      volume: (name) => this.cache.get<PersistentVolume>(persistentVolumes, name),
-      volumes: this.cache.list<PersistentVolume>(persistentVolumes),
-      storageClass: (name) => this.cache.get<StorageClass>(storageClasses, name),
+      nodes: this.loop.cache.list<Node>(nodes).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)),
+      csiNodes: this.loop.cache.list<CSINode>(csiNodes),
+      claim: (ns, name) => this.loop.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, ns),
+      volume: (name) => this.loop.cache.get<PersistentVolume>(persistentVolumes, name),
+      volumes: this.loop.cache.list<PersistentVolume>(persistentVolumes),
+      storageClass: (name) => this.loop.cache.get<StorageClass>(storageClasses, name),
       podCount: (node) => (counts.get(node) ?? 0) + (assumed.get(node) ?? 0),
     };
   }
 
   private async pass(): Promise<void> {
     const assumed = new Map<string, number>();
-    const pending = this.cache
+    const pending = this.loop.cache
       .list<Pod>(pods)
       .filter((p) => isPending(p))
       .sort((a, b) => (a.metadata.creationTimestamp ?? "").localeCompare(b.metadata.creationTimestamp ?? ""));
@@ -157,7 +123,7 @@ export class SandboxScheduler {
       } catch (err) {
         // Stale copy or a racing writer: the next pass decides again on newer objects.
         if (isConflict(err) || isNotFound(err)) continue;
-        this.log.warn(
+        this.loop.log.warn(
           { err, pod: `${pod.metadata.namespace}/${pod.metadata.name}` },
           "scheduling a pod failed",
         );
@@ -169,7 +135,7 @@ export class SandboxScheduler {
     const namespace = pod.metadata.namespace ?? "default";
     switch (decision.action) {
       case "bind":
-        await this.json.create(bindingOf(pod.metadata.name), {
+        await this.loop.json.create(bindingOf(pod.metadata.name), {
           apiVersion: "v1",
           kind: "Binding",
           metadata: {
@@ -188,11 +154,11 @@ export class SandboxScheduler {
         return;
       case "prebind":
         for (const { claim: name, volume } of decision.bindVolumes) {
-          const claim = this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace);
-          const pv = this.cache.get<PersistentVolume>(persistentVolumes, volume);
+          const claim = this.loop.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace);
+          const pv = this.loop.cache.get<PersistentVolume>(persistentVolumes, volume);
           if (!claim || !pv) continue;
           // As the PV controller's bind: claimRef to the claim, marked as bound by a controller; the binder finishes.
-          await this.json.replace(persistentVolumes, {
+          await this.loop.json.replace(persistentVolumes, {
             ...pv,
             metadata: {
               ...pv.metadata,
@@ -212,9 +178,9 @@ export class SandboxScheduler {
           });
         }
         for (const name of decision.selectNode) {
-          const claim = this.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace);
+          const claim = this.loop.cache.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace);
           if (!claim) continue;
-          await this.json.replace(persistentVolumeClaims, {
+          await this.loop.json.replace(persistentVolumeClaims, {
             ...claim,
             metadata: {
               ...claim.metadata,
@@ -258,7 +224,7 @@ export class SandboxScheduler {
         conditions: [...conditions, condition],
       },
     };
-    await this.json.replace(pods, next, { subresource: "status" });
+    await this.loop.json.replace(pods, next, { subresource: "status" });
   }
 }
 
