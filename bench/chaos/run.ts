@@ -10,6 +10,7 @@ import { KubeConfig } from "@kubernetes/client-node";
 import type { FaultSettings } from "../../sandbox/apiserver/faults.ts";
 import type { BackingVolume, DriverStats } from "../../sandbox/csi/driver.ts";
 import type { CsiFaultSettings } from "../../sandbox/csi/faults.ts";
+import { seededRandom } from "../../sandbox/seeded-random.ts";
 import { type Sandbox, startSandbox } from "../../sandbox/start.ts";
 import { CsiClient } from "../../shared/csi/client.ts";
 import { type Forwarder, startForwarder } from "../../shared/forwarder/index.ts";
@@ -39,7 +40,7 @@ import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { Dispatcher, type DispatcherStats } from "./dispatcher.ts";
 import { type ControllerName, controllerNames, Fleet, type FleetStats } from "./fleet.ts";
 import { checkInvariants, type Example, type InvariantName } from "./invariants.ts";
-import { type ChaosOptions, seededRandom, sleep } from "./options.ts";
+import { type ChaosOptions, sleep } from "./options.ts";
 import { Trace } from "./trace.ts";
 import { Watchdog } from "./watchdog.ts";
 import {

@@ -1,5 +1,6 @@
 // Fault injection for tests and chaos runs: conflicts on writes, server
 // errors, and latency, optionally limited to some verbs and resources.
+import { seededRandom } from "../seeded-random.ts";
 import { ApiError } from "./status.ts";
 
 export interface FaultSettings {
@@ -55,25 +56,13 @@ export function parseFaultSettings(body: unknown): FaultSettings {
   return out;
 }
 
-/** mulberry32: tiny, seedable, good enough to pick faults. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export class FaultInjector {
   private settings: FaultSettings = {};
   private random: () => number = Math.random;
 
   set(settings: FaultSettings): void {
     this.settings = settings;
-    this.random = settings.seed === undefined ? Math.random : seeded(settings.seed);
+    this.random = settings.seed === undefined ? Math.random : seededRandom(settings.seed);
   }
 
   get current(): FaultSettings {

@@ -2,6 +2,7 @@
 // or all CSI methods. A transient error on a mutating call may be raised
 // before the work or after it: a timeout after the volume really exists is
 // exactly what makes callers leak volumes, so both must happen.
+import { seededRandom } from "../seeded-random.ts";
 import { type ErrorCodeName, errorCodeNames, isErrorCodeName } from "./errors.ts";
 
 export interface CsiFaultSettings {
@@ -96,18 +97,6 @@ function normalizeMethod(m: string, knownMethods: readonly string[]): string {
   return short;
 }
 
-/** mulberry32: tiny and seedable, so a chaos run can be replayed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export class CsiFaultInjector {
   private settings: CsiFaultSettings = {};
   private random: () => number = Math.random;
@@ -118,7 +107,7 @@ export class CsiFaultInjector {
 
   set(settings: CsiFaultSettings): void {
     this.settings = { ...settings };
-    this.random = settings.seed === undefined ? Math.random : seeded(settings.seed);
+    this.random = settings.seed === undefined ? Math.random : seededRandom(settings.seed);
   }
 
   clear(): void {
