@@ -43,55 +43,43 @@ export interface HistogramSpec<L extends string> extends MetricSpec<L> {
 /** Seconds; from a cache hit to a slow CSI CreateVolume. */
 export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
-function existing<M>(
+/** The metric registered under spec.name, or a new one made by `create`; a name taken by another type throws. */
+function getOrCreate<M>(
   registry: Registry,
   name: string,
   type: abstract new (...args: never[]) => M,
-): M | undefined {
+  create: () => M,
+): M {
   const found = registry.getSingleMetric(name);
-  if (found === undefined) return undefined;
+  if (found === undefined) return create();
   if (!(found instanceof type)) throw new Error(`metric ${name} is already registered with another type`);
   return found as M;
 }
 
+function configOf<L extends string>(registry: Registry, spec: MetricSpec<L>) {
+  return { name: spec.name, help: spec.help, labelNames: spec.labelNames ?? [], registers: [registry] };
+}
+
 export function counter<L extends string = string>(registry: Registry, spec: MetricSpec<L>): Counter<L> {
-  return (
-    existing<Counter<L>>(registry, spec.name, Counter) ??
-    new Counter<L>({
-      name: spec.name,
-      help: spec.help,
-      labelNames: spec.labelNames ?? [],
-      registers: [registry],
-    })
+  return getOrCreate<Counter<L>>(
+    registry,
+    spec.name,
+    Counter,
+    () => new Counter<L>(configOf(registry, spec)),
   );
 }
 
 export function gauge<L extends string = string>(registry: Registry, spec: MetricSpec<L>): Gauge<L> {
-  return (
-    existing<Gauge<L>>(registry, spec.name, Gauge) ??
-    new Gauge<L>({
-      name: spec.name,
-      help: spec.help,
-      labelNames: spec.labelNames ?? [],
-      registers: [registry],
-    })
-  );
+  return getOrCreate<Gauge<L>>(registry, spec.name, Gauge, () => new Gauge<L>(configOf(registry, spec)));
 }
 
 export function histogram<L extends string = string>(
   registry: Registry,
   spec: HistogramSpec<L>,
 ): Histogram<L> {
-  return (
-    existing<Histogram<L>>(registry, spec.name, Histogram) ??
-    new Histogram<L>({
-      name: spec.name,
-      help: spec.help,
-      labelNames: spec.labelNames ?? [],
-      buckets: spec.buckets ?? DURATION_BUCKETS,
-      registers: [registry],
-    })
-  );
+  const create = () =>
+    new Histogram<L>({ ...configOf(registry, spec), buckets: spec.buckets ?? DURATION_BUCKETS });
+  return getOrCreate<Histogram<L>>(registry, spec.name, Histogram, create);
 }
 
 export type RequestLabel = "function" | "route" | "outcome";

@@ -11,37 +11,58 @@ export interface ProvisionerMetrics {
   deleteDuration: Histogram<"class">;
 }
 
-export function provisionerMetrics(registry: Registry = processMetrics()): ProvisionerMetrics {
+interface OperationMetrics<L extends string> {
+  total: Counter<L>;
+  failed: Counter<L>;
+  duration: Histogram<L>;
+}
+
+/** Upstream names each operation's three metrics <prefix>_total, <prefix>_failed_total and <prefix>_duration_seconds. */
+function operationMetrics<L extends string>(
+  registry: Registry,
+  prefix: string,
+  labelNames: readonly L[],
+  words: { verb: string; noun: string },
+): OperationMetrics<L> {
   return {
-    provisionTotal: counter(registry, {
-      name: "controller_persistentvolumeclaim_provision_total",
-      help: "Total number of successful volume provisions",
-      labelNames: ["class", "source"],
+    total: counter(registry, {
+      name: `${prefix}_total`,
+      help: `Total number of successful volume ${words.noun}`,
+      labelNames,
     }),
-    provisionFailed: counter(registry, {
-      name: "controller_persistentvolumeclaim_provision_failed_total",
-      help: "Total number of failed volume provisions",
-      labelNames: ["class", "source"],
+    failed: counter(registry, {
+      name: `${prefix}_failed_total`,
+      help: `Total number of failed volume ${words.noun}`,
+      labelNames,
     }),
-    provisionDuration: histogram(registry, {
-      name: "controller_persistentvolumeclaim_provision_duration_seconds",
-      help: "Latency in seconds to provision a volume",
-      labelNames: ["class", "source"],
+    duration: histogram(registry, {
+      name: `${prefix}_duration_seconds`,
+      help: `Latency in seconds to ${words.verb} a volume`,
+      labelNames,
     }),
-    deleteTotal: counter(registry, {
-      name: "controller_persistentvolume_delete_total",
-      help: "Total number of successful volume deletions",
-      labelNames: ["class"],
-    }),
-    deleteFailed: counter(registry, {
-      name: "controller_persistentvolume_delete_failed_total",
-      help: "Total number of failed volume deletions",
-      labelNames: ["class"],
-    }),
-    deleteDuration: histogram(registry, {
-      name: "controller_persistentvolume_delete_duration_seconds",
-      help: "Latency in seconds to delete a volume",
-      labelNames: ["class"],
-    }),
+  };
+}
+
+export function provisionerMetrics(registry: Registry = processMetrics()): ProvisionerMetrics {
+  const provision = operationMetrics(
+    registry,
+    "controller_persistentvolumeclaim_provision",
+    ["class", "source"],
+    {
+      verb: "provision",
+      noun: "provisions",
+    },
+  );
+  const deletion = operationMetrics(registry, "controller_persistentvolume_delete", ["class"], {
+    verb: "delete",
+    noun: "deletions",
+  });
+  return {
+    provisionTotal: provision.total,
+    provisionFailed: provision.failed,
+    provisionDuration: provision.duration,
+    deleteTotal: deletion.total,
+    deleteFailed: deletion.failed,
+    deleteDuration: deletion.duration,
   };
 }
