@@ -20,3 +20,19 @@ export interface BuiltFunction {
 export async function serveBuilt(built: BuiltFunction): Promise<void> {
   await serveFunction(built.app, { name: built.name, logger: built.logger, onClose: [() => built.close()] });
 }
+
+export interface OpenedParts {
+  /** Watched copies (caches) that read through `kube`; absent ones are skipped. */
+  copies?: readonly ({ stop(): Promise<void> } | undefined)[];
+  kube: { close(): Promise<void> };
+  csi?: { close(): void };
+}
+
+/** BuiltFunction.close for what build() opened: the watched copies first, since they read through the API client, then the clients. */
+export function closeParts(parts: OpenedParts): () => Promise<void> {
+  return async () => {
+    await Promise.all((parts.copies ?? []).map((copy) => copy?.stop()));
+    await parts.kube.close();
+    parts.csi?.close();
+  };
+}

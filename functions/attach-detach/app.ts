@@ -2,22 +2,12 @@
 // VolumeAttachment events and reconciles the nodes they touch; POST /resync
 // reconciles every node. Decisions live in shared/attach-detach.
 import type { AttachDetachController } from "../../shared/attach-detach/runtime/attach-detach-controller.ts";
-import { createControllerFunction } from "../../shared/http/controller-function.ts";
+import {
+  type ControllerAppOptions,
+  createControllerFunction,
+} from "../../shared/http/controller-function.ts";
 import type { FunctionApp } from "../../shared/http/function-app.ts";
-import type { Logger } from "../../shared/log.ts";
-import type { Registry } from "../../shared/metrics.ts";
 
-export interface AttachDetachAppOptions {
-  controller: AttachDetachController;
-  logger?: Logger;
-  metrics?: Registry;
-}
-
-export function createAttachDetachApp(options: AttachDetachAppOptions): FunctionApp {
-  return createControllerFunction({
-    name: "attach-detach",
-    controller: options.controller,
-    ...(options.logger ? { logger: options.logger } : {}),
-    ...(options.metrics ? { metrics: options.metrics } : {}),
-  });
+export function createAttachDetachApp(options: ControllerAppOptions<AttachDetachController>): FunctionApp {
+  return createControllerFunction({ ...options, name: "attach-detach" });
 }

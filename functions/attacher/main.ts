@@ -8,7 +8,7 @@ import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { createLogger } from "../../shared/log.ts";
-import { type BuiltFunction, serveBuilt } from "../built-function.ts";
+import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
 import { createAttacherApp } from "./app.ts";
 
 /** The attacher from the environment, not yet serving (lambda.ts serves its app too). */
@@ -33,15 +33,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     "attacher handler chosen",
   );
   const app = createAttacherApp({ controller, csi, logger });
-  return {
-    name: "attacher",
-    app,
-    logger,
-    close: async () => {
-      await kube.close();
-      csi.close();
-    },
-  };
+  return { name: "attacher", app, logger, close: closeParts({ kube, csi }) };
 }
 
 export async function main(): Promise<void> {

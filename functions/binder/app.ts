@@ -3,28 +3,21 @@
 // says why a claim is Pending. All decisions live in shared/binder.
 import type { Request, Response } from "express";
 import type { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
-import { createControllerFunction } from "../../shared/http/controller-function.ts";
+import {
+  type ControllerAppOptions,
+  createControllerFunction,
+} from "../../shared/http/controller-function.ts";
 import { BadRequestError } from "../../shared/http/errors.ts";
 import type { FunctionApp } from "../../shared/http/function-app.ts";
-import type { Logger } from "../../shared/log.ts";
-import type { Registry } from "../../shared/metrics.ts";
-
-export interface BinderAppOptions {
-  controller: BinderController;
-  logger?: Logger;
-  metrics?: Registry;
-}
 
 const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-export function createBinderApp(options: BinderAppOptions): FunctionApp {
+export function createBinderApp(options: ControllerAppOptions<BinderController>): FunctionApp {
   const { controller } = options;
   return createControllerFunction({
+    ...options,
     name: "binder",
-    controller,
-    ...(options.logger ? { logger: options.logger } : {}),
-    ...(options.metrics ? { metrics: options.metrics } : {}),
     routes(router) {
       router.get(
         "/explain/namespaces/:namespace/persistentvolumeclaims/:name",

@@ -12,7 +12,7 @@ import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts
 import type { PersistentVolume } from "../../shared/kube/types.ts";
 import { startWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
-import { type BuiltFunction, serveBuilt } from "../built-function.ts";
+import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
 import { createBinderApp } from "./app.ts";
 
 /** The binder from the environment, not yet serving (lambda.ts serves its app too). */
@@ -45,15 +45,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     staticVolumeDeleters,
   });
   const app = createBinderApp({ controller, logger });
-  return {
-    name: "binder",
-    app,
-    logger,
-    close: async () => {
-      await Promise.all([volumeCache?.stop(), classCopy?.stop()]);
-      await kube.close();
-    },
-  };
+  return { name: "binder", app, logger, close: closeParts({ copies: [volumeCache, classCopy], kube }) };
 }
 
 export async function main(): Promise<void> {

@@ -14,7 +14,7 @@ import { createLogger } from "../../shared/log.ts";
 import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { lazyTopologyCopies } from "../../shared/provisioner/runtime/topology-copies.ts";
-import { type BuiltFunction, serveBuilt } from "../built-function.ts";
+import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
 import { createProvisionerApp } from "./app.ts";
 
 /** The external-provisioner's --timeout default. */
@@ -76,11 +76,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     name: "provisioner",
     app,
     logger,
-    close: async () => {
-      await Promise.all([topology?.stop(), classCopy?.stop()]);
-      await kube.close();
-      csi.close();
-    },
+    close: closeParts({ copies: [topology, classCopy], kube, csi }),
   };
 }
 

@@ -25,13 +25,17 @@ export interface Controller {
   resync(): Promise<object>;
 }
 
-interface ControllerFunctionOptions {
-  name: string;
-  controller: Controller;
-  routes?: (router: FunctionRoutes, ctx: () => RequestContext) => void;
-  ready?: () => Promise<boolean>;
+/** What every controller's app factory takes: its controller, and where it logs and counts. */
+export interface ControllerAppOptions<C extends Controller> {
+  controller: C;
   logger?: Logger;
   metrics?: Registry;
+}
+
+interface ControllerFunctionOptions extends ControllerAppOptions<Controller> {
+  name: string;
+  routes?: (router: FunctionRoutes, ctx: () => RequestContext) => void;
+  ready?: () => Promise<boolean>;
 }
 
 export function createControllerFunction(options: ControllerFunctionOptions): FunctionApp {
