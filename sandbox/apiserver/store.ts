@@ -1,23 +1,12 @@
 // The sandbox's "etcd": objects by resource and key, one global monotonic
 // resourceVersion, and a bounded history of changes that watches replay from.
 // It stores what it is given; the API semantics live in registry.ts.
+import type { ObjectMeta as KnownObjectMeta } from "../../shared/kube/types.ts";
 import { sortMapKeys } from "./map-keys.ts";
 import type { ResourceType } from "./resources.ts";
 
-export interface ObjectMeta {
-  name?: string;
-  generateName?: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  deletionGracePeriodSeconds?: number;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  [key: string]: unknown;
-}
+/** Metadata as the API server holds it while it admits an object: even the name may be missing (generateName) until filled in. */
+export type ObjectMeta = Partial<KnownObjectMeta>;
 
 export interface KubeObject {
   apiVersion?: string;
