@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type {
   CreateVolumeRequest,
+  CsiAccessMode,
   TopologyRequirement,
   VolumeContentSource,
 } from "../../shared/csi/types.ts";
@@ -14,7 +15,6 @@ import {
   planProvisioning,
   type Result,
 } from "../../shared/provisioner/create-volume-request.ts";
-import type { CsiAccessMode } from "../../shared/provisioner/volume-capabilities.ts";
 
 const pvName = "pvc-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b";
 
