@@ -221,11 +221,16 @@ test("the summary judges the issue's targets: writes, Events and the late PV alw
       ["lateVolume.medianSeconds", "< 1", false],
     ],
   );
-  const compared = realSummary(ours, ratios(ours, { "provision.seconds": 8, "bind.1000.seconds": 19 }));
+  const withSmall = { ...ours, "bind.20.seconds": 1 };
+  const compared = realSummary(
+    withSmall,
+    ratios(withSmall, { "provision.seconds": 8, "bind.1000.seconds": 19, "bind.20.seconds": 3 }),
+  );
   assert.deepEqual(
     compared.slice(3).map((l) => [l.figure, l.value, l.met]),
     [
       ["provision.seconds (upstream / ours)", 2, true],
+      ["bind.20.seconds (upstream / ours)", 3, true],
       ["bind.1000.seconds (upstream / ours)", 1.9, false],
     ],
   );
