@@ -51,6 +51,7 @@ export {
   type ResyncKeys,
   type ResyncReport,
   type RuntimeOptions,
+  type SpecOf,
   type SyncResult,
 } from "./runtime.ts";
 export { forEachBounded } from "./worker-pool.ts";

@@ -89,6 +89,12 @@ interface Synced<F> extends SyncResult {
   followUps: F[];
 }
 
+/** The spec a runtime (or a controller class built on one) is made from, so its type arguments are written once. */
+export type SpecOf<T> =
+  T extends ControllerRuntime<infer K, infer S, infer P, infer F, infer C, infer R>
+    ? ControllerSpec<K, S, P, F, C, R>
+    : never;
+
 export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends object = SyncResult>
   implements Controller
 {

@@ -12,11 +12,10 @@ import type { Controller, ControllerEvent } from "../../http/controller-function
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
 import type { CSINode, PersistentVolume, VolumeAttachment } from "../../kube/types.ts";
-import type { AttacherKey, AttacherStep, AttachmentState, VolumeState } from "../attacher-steps.ts";
 import { chooseHandler } from "../choose-handler.ts";
 import type { AttachHandler } from "../handler.ts";
 import { findAttachmentMismatches, publishedNodesByVolume } from "../reconcile.ts";
-import { type AttacherReport, attacherSpec } from "./attacher-spec.ts";
+import { type AttacherReport, type AttacherRuntime, attacherSpec } from "./attacher-spec.ts";
 import { listAllVolumes, messageOf } from "./load-attachment.ts";
 
 export type { AttacherReport } from "./attacher-spec.ts";
@@ -54,14 +53,7 @@ export class AttacherController implements Controller {
   private readonly resyncConcurrency: number;
   private readonly listVolumesPageSize: number;
   private chosen: Promise<AttachHandler> | undefined;
-  private readonly runtime: ControllerRuntime<
-    AttacherKey,
-    AttachmentState | VolumeState,
-    AttacherStep,
-    never,
-    AttachmentState,
-    AttacherReport
-  >;
+  private readonly runtime: AttacherRuntime;
 
   constructor(o: AttacherControllerOptions) {
     this.kube = o.kube;

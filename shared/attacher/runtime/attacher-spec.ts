@@ -2,7 +2,7 @@
 // names (VolumeAttachments of this driver, PVs that may lose our finalizer),
 // the loaders, the pure rounds (../attachment-protocol.ts,
 // ../volume-release.ts) and the executors of their steps.
-import type { Answered, ControllerSpec } from "../../controller/index.ts";
+import type { Answered, ControllerRuntime, SpecOf } from "../../controller/index.ts";
 import type { ControllerEvent } from "../../http/controller-function.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
@@ -24,7 +24,7 @@ interface AttacherSpecDeps extends AttacherExecutorDeps {
   handler: () => Promise<AttachHandler>;
 }
 
-type AttacherSpec = ControllerSpec<
+export type AttacherRuntime = ControllerRuntime<
   AttacherKey,
   AttachmentState | VolumeState,
   AttacherStep,
@@ -120,7 +120,7 @@ async function resyncKeys(kube: KubeJsonClient, d: AttacherSpecDeps) {
   return { waves: [keys], counts: { attachments: mine.length, volumes: held.length } };
 }
 
-export function attacherSpec(d: AttacherSpecDeps): AttacherSpec {
+export function attacherSpec(d: AttacherSpecDeps): SpecOf<AttacherRuntime> {
   return {
     keyId: objectOf,
     keysOf: (e) => keysOfEvent(e, d),

@@ -5,7 +5,7 @@
 // (provisioner-executors.ts). The multi-step protocols decide again on what
 // each step left, so a process killed between two steps is repaired by the
 // next event; the intent finalizer keeps that repair leak-proof.
-import { ControllerRuntime, type ControllerSpec, type LoadContext } from "../../controller/index.ts";
+import { ControllerRuntime, type LoadContext, type SpecOf } from "../../controller/index.ts";
 import type { CsiClient } from "../../csi/client.ts";
 import type { ControllerEvent } from "../../http/controller-function.ts";
 import { claimFromEvent, volumeFromEvent } from "../../kube/event-copies.ts";
@@ -65,16 +65,7 @@ function decide(s: ProvisionerState): ProvisionerPlan {
   return round;
 }
 
-function provisionerSpec(
-  o: ProvisionerControllerOptions,
-): ControllerSpec<
-  ProvisionerKey,
-  ProvisionerState,
-  ProvisionerStep,
-  never,
-  ProvisionerFact,
-  ProvisionerReport
-> {
+function provisionerSpec(o: ProvisionerControllerOptions): SpecOf<ProvisionerController> {
   const { kube, driverName } = o;
   const deps: LoaderDeps = {
     kube,
