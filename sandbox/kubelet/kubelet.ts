@@ -172,6 +172,47 @@ export class SandboxKubelet {
     this.backoff.delete(key);
   }
 
+  /** One CSI call of a mount or a teardown: a failure backs `key` off and is told by `onFailure`. */
+  private async attempt(
+    key: string,
+    call: () => Promise<unknown>,
+    onFailure: (err: unknown) => unknown,
+  ): Promise<boolean> {
+    try {
+      await call();
+      return true;
+    } catch (err) {
+      this.failed(key);
+      await onFailure(err);
+      return false;
+    }
+  }
+
+  /** A teardown call (NodeUnpublish, NodeUnstage) once `key` is out of backoff; a volume the driver no longer has counts as torn down. */
+  private async tearDownCall(
+    key: string,
+    call: () => Promise<unknown>,
+    onFailure: (err: unknown) => unknown,
+  ): Promise<boolean> {
+    if (this.inBackoff(key)) return false;
+    const done = await this.attempt(key, () => call().catch(ignoreGoneVolume), onFailure);
+    if (done) this.succeeded(key);
+    return done;
+  }
+
+  /** Upstream's Warning Event for a failed volume operation of a pod. */
+  private volumeWarning(pod: Pod | undefined, reason: string, operation: string, pvName: string) {
+    return async (err: unknown): Promise<void> => {
+      if (pod)
+        await this.events.event(
+          pod,
+          "Warning",
+          reason,
+          `${operation} failed for volume "${pvName}" : ${messageOf(err)}`,
+        );
+    };
+  }
+
   private async pass(): Promise<void> {
     const node = this.loop.cache.get<Node>(nodes, this.nodeName);
     if (!node || !this.csi) return;
@@ -219,33 +260,24 @@ export class SandboxKubelet {
       const pod = byUid.get(uid);
       const name = pod ? podKey(pod) : uid;
       for (const [unique, mount] of mounts) {
-        const key = `unpublish:${uid}:${unique}`;
-        if (this.inBackoff(key)) continue;
-        try {
-          await this.csi!.nodeUnpublishVolume({
-            volumeId: mount.volume.volumeHandle,
-            targetPath: mount.targetPath,
-          }).catch(ignoreGoneVolume);
-          this.succeeded(key);
-          mounts.delete(unique);
-          this.step({
-            step: "unpublished",
-            node: this.nodeName,
-            pod: name,
-            volume: unique,
-            path: mount.targetPath,
-          });
-        } catch (err) {
-          this.failed(key);
-          if (pod) {
-            await this.events.event(
-              pod,
-              "Warning",
-              "FailedUnmount",
-              `UnmountVolume.TearDown failed for volume "${mount.volume.pvName}" : ${messageOf(err)}`,
-            );
-          }
-        }
+        const unpublished = await this.tearDownCall(
+          `unpublish:${uid}:${unique}`,
+          () =>
+            this.csi!.nodeUnpublishVolume({
+              volumeId: mount.volume.volumeHandle,
+              targetPath: mount.targetPath,
+            }),
+          this.volumeWarning(pod, "FailedUnmount", "UnmountVolume.TearDown", mount.volume.pvName),
+        );
+        if (!unpublished) continue;
+        mounts.delete(unique);
+        this.step({
+          step: "unpublished",
+          node: this.nodeName,
+          pod: name,
+          volume: unique,
+          path: mount.targetPath,
+        });
       }
       if (mounts.size === 0) this.mounted.delete(uid);
     }
@@ -255,20 +287,18 @@ export class SandboxKubelet {
   private async unstageUnused(wanted: ReadonlySet<string>): Promise<void> {
     for (const unique of volumesToUnstage(this.state(), wanted)) {
       const staged = this.staged.get(unique)!;
-      const key = `unstage:${unique}`;
-      if (this.inBackoff(key)) continue;
-      try {
-        await this.csi!.nodeUnstageVolume({
-          volumeId: staged.volume.volumeHandle,
-          stagingTargetPath: staged.path,
-        }).catch(ignoreGoneVolume);
-        this.succeeded(key);
-        this.staged.delete(unique);
-        this.step({ step: "unstaged", node: this.nodeName, volume: unique, path: staged.path });
-      } catch (err) {
-        this.failed(key);
-        this.loop.log.warn({ err, volume: unique }, "NodeUnstageVolume failed");
-      }
+      const unstaged = await this.tearDownCall(
+        `unstage:${unique}`,
+        () =>
+          this.csi!.nodeUnstageVolume({
+            volumeId: staged.volume.volumeHandle,
+            stagingTargetPath: staged.path,
+          }),
+        (err) => this.loop.log.warn({ err, volume: unique }, "NodeUnstageVolume failed"),
+      );
+      if (!unstaged) continue;
+      this.staged.delete(unique);
+      this.step({ step: "unstaged", node: this.nodeName, volume: unique, path: staged.path });
     }
   }
 
@@ -362,49 +392,36 @@ export class SandboxKubelet {
     const root = this.options.rootDir;
     const staging = stagingPath(root, volume.driver, volume.volumeHandle, volume.pvName, volume.block);
     this.podVolumes.set(uid, (this.podVolumes.get(uid) ?? new Set()).add(unique));
+    // What NodeStage and NodePublish both say about the volume.
+    const request = {
+      volumeId: volume.volumeHandle,
+      publishContext,
+      volumeCapability: volume.capability,
+      volumeContext: volume.volumeContext,
+    };
     if (this.stages && !this.staged.has(unique)) {
-      try {
-        await this.csi!.nodeStageVolume({
-          volumeId: volume.volumeHandle,
-          publishContext,
-          stagingTargetPath: staging,
-          volumeCapability: volume.capability,
-          volumeContext: volume.volumeContext,
-        });
-      } catch (err) {
-        this.failed(key);
-        await this.events.event(
-          pod,
-          "Warning",
-          "FailedMount",
-          `MountVolume.MountDevice failed for volume "${volume.pvName}" : ${messageOf(err)}`,
-        );
-        return false;
-      }
+      const stagedNow = await this.attempt(
+        key,
+        () => this.csi!.nodeStageVolume({ ...request, stagingTargetPath: staging }),
+        this.volumeWarning(pod, "FailedMount", "MountVolume.MountDevice", volume.pvName),
+      );
+      if (!stagedNow) return false;
       this.staged.set(unique, { path: staging, volume });
       this.step({ step: "staged", node: this.nodeName, volume: unique, path: staging });
     }
     const target = targetPath(root, uid, volume.pvName, volume.block);
-    try {
-      await this.csi!.nodePublishVolume({
-        volumeId: volume.volumeHandle,
-        publishContext,
-        ...(this.stages ? { stagingTargetPath: staging } : {}),
-        targetPath: target,
-        volumeCapability: volume.capability,
-        readonly: volume.readonly,
-        volumeContext: volume.volumeContext,
-      });
-    } catch (err) {
-      this.failed(key);
-      await this.events.event(
-        pod,
-        "Warning",
-        "FailedMount",
-        `MountVolume.SetUp failed for volume "${volume.pvName}" : ${messageOf(err)}`,
-      );
-      return false;
-    }
+    const published = await this.attempt(
+      key,
+      () =>
+        this.csi!.nodePublishVolume({
+          ...request,
+          ...(this.stages ? { stagingTargetPath: staging } : {}),
+          targetPath: target,
+          readonly: volume.readonly,
+        }),
+      this.volumeWarning(pod, "FailedMount", "MountVolume.SetUp", volume.pvName),
+    );
+    if (!published) return false;
     this.succeeded(key);
     this.waitingForAttach.delete(`${uid} ${unique}`);
     const mounts = this.mounted.get(uid) ?? new Map<string, Mount>();
