@@ -77,25 +77,12 @@ export function readBinaryCloudEvent(
   for (const [name, value] of attrs) message[`ce-${name}`] = value;
   if (contentType !== undefined) message["content-type"] = contentType;
   // Data is decoded by us (see above), so the SDK sees headers only.
-  const event = sdkToEvent(message, undefined);
-  sdkValidate(event);
-
-  return {
-    id,
-    type,
-    source,
-    extensions: extensionsOf(event),
-    readData() {
-      const body = bodyText();
-      if (body === undefined) return undefined;
-      if (contentType !== undefined && !isJsonMediaType(contentType)) {
-        throw new EnvelopeError(
-          `CloudEvent data has Content-Type ${quote(contentType)}; expected application/json`,
-        );
-      }
-      return parseJson(body, "CloudEvent data (request body)");
-    },
-  };
+  return received(sdkToEvent(message, undefined), { id, type, source }, () => {
+    const body = bodyText();
+    if (body === undefined) return undefined;
+    requireJsonData(contentType, "data has Content-Type");
+    return parseJson(body, "CloudEvent data (request body)");
+  });
 }
 
 /** Structured mode: the whole event is one JSON object in the body. */
@@ -158,25 +145,28 @@ function readEventObject(envelope: unknown): ReceivedCloudEvent {
 
   // The SDK would turn data_base64 into a Uint32Array; we decode it ourselves.
   const { data_base64: _, ...attributes } = envelope;
-  const event = sdkToEvent({ "content-type": CLOUDEVENTS_JSON }, attributes);
-  sdkValidate(event);
+  return received(sdkToEvent({ "content-type": CLOUDEVENTS_JSON }, attributes), { id, type, source }, () => {
+    requireJsonData(contentType, "datacontenttype is");
+    if (typeof base64 === "string") return parseJson(decodeBase64(base64), "CloudEvent data_base64");
+    // In the JSON event format, JSON data is embedded as is (already checked with the envelope).
+    return hasData ? envelope.data : undefined;
+  });
+}
 
-  return {
-    id,
-    type,
-    source,
-    extensions: extensionsOf(event),
-    readData() {
-      if (contentType !== undefined && !isJsonMediaType(contentType)) {
-        throw new EnvelopeError(
-          `CloudEvent datacontenttype is ${quote(contentType)}; expected application/json`,
-        );
-      }
-      if (typeof base64 === "string") return parseJson(decodeBase64(base64), "CloudEvent data_base64");
-      // In the JSON event format, JSON data is embedded as is (already checked with the envelope).
-      return hasData ? envelope.data : undefined;
-    },
-  };
+/** The event once the SDK has checked it too; `readData` decodes its data when asked. */
+function received(
+  event: CloudEventV1<unknown>,
+  attributes: { id: string; type: string; source: string },
+  readData: () => unknown,
+): ReceivedCloudEvent {
+  sdkValidate(event);
+  return { ...attributes, extensions: extensionsOf(event), readData };
+}
+
+/** Data is read as JSON only: another declared media type is refused when the data is asked for. */
+function requireJsonData(contentType: string | undefined, declared: string): void {
+  if (contentType !== undefined && !isJsonMediaType(contentType))
+    throw new EnvelopeError(`CloudEvent ${declared} ${quote(contentType)}; expected application/json`);
 }
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
