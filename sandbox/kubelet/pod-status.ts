@@ -57,6 +57,24 @@ function condition(
   };
 }
 
+/** The conditions of a pod whose containers wait for their volumes (running false), or run. */
+function podConditions(pod: Pod, now: string, running: boolean): Condition[] {
+  const status = running ? "True" : "False";
+  const reason = running ? undefined : "ContainersNotReady";
+  const message = running
+    ? undefined
+    : `containers with unready status: [${containersOf(pod)
+        .map((c) => c.name)
+        .join(" ")}]`;
+  return [
+    condition(pod, "PodReadyToStartContainers", status, now),
+    condition(pod, "Initialized", "True", now),
+    condition(pod, "Ready", status, now, reason, message),
+    condition(pod, "ContainersReady", status, now, reason, message),
+    condition(pod, "PodScheduled", "True", now),
+  ];
+}
+
 function common(pod: Pod, place: PodPlace): Record<string, unknown> {
   const start = typeof pod.status?.startTime === "string" ? pod.status.startTime : place.now;
   return {
@@ -68,18 +86,10 @@ function common(pod: Pod, place: PodPlace): Record<string, unknown> {
 }
 
 export function containerCreatingStatus(pod: Pod, place: PodPlace): Record<string, unknown> {
-  const names = containersOf(pod).map((c) => c.name);
-  const unready = `containers with unready status: [${names.join(" ")}]`;
   return {
     ...pod.status,
     phase: "Pending",
-    conditions: [
-      condition(pod, "PodReadyToStartContainers", "False", place.now),
-      condition(pod, "Initialized", "True", place.now),
-      condition(pod, "Ready", "False", place.now, "ContainersNotReady", unready),
-      condition(pod, "ContainersReady", "False", place.now, "ContainersNotReady", unready),
-      condition(pod, "PodScheduled", "True", place.now),
-    ],
+    conditions: podConditions(pod, place.now, false),
     ...common(pod, place),
     containerStatuses: containersOf(pod).map((c) => ({
       name: c.name,
@@ -98,13 +108,7 @@ export function runningStatus(pod: Pod, place: PodPlace): Record<string, unknown
   return {
     ...pod.status,
     phase: "Running",
-    conditions: [
-      condition(pod, "PodReadyToStartContainers", "True", place.now),
-      condition(pod, "Initialized", "True", place.now),
-      condition(pod, "Ready", "True", place.now),
-      condition(pod, "ContainersReady", "True", place.now),
-      condition(pod, "PodScheduled", "True", place.now),
-    ],
+    conditions: podConditions(pod, place.now, true),
     ...common(pod, place),
     podIP: place.podIP,
     podIPs: [{ ip: place.podIP }],
