@@ -59,6 +59,11 @@ function containerStatusMaps(prefix: string): string[] {
   return [`${prefix}[].allocatedResources`, ...resourceList(`${prefix}[].resources`)];
 }
 
+const webhookSelectors = [
+  ...labelSelector("webhooks[].namespaceSelector"),
+  ...labelSelector("webhooks[].objectSelector"),
+];
+
 /** Where the built-in types the sandbox serves have Go maps, by resource. */
 const MAP_FIELDS: Record<string, readonly string[]> = {
   persistentvolumes: ["spec.capacity", "spec.csi.volumeAttributes", "spec.flexVolume.options"],
@@ -83,14 +88,8 @@ const MAP_FIELDS: Record<string, readonly string[]> = {
     "spec.source.inlineVolumeSpec.capacity",
     "spec.source.inlineVolumeSpec.csi.volumeAttributes",
   ],
-  mutatingwebhookconfigurations: [
-    ...labelSelector("webhooks[].namespaceSelector"),
-    ...labelSelector("webhooks[].objectSelector"),
-  ],
-  validatingwebhookconfigurations: [
-    ...labelSelector("webhooks[].namespaceSelector"),
-    ...labelSelector("webhooks[].objectSelector"),
-  ],
+  mutatingwebhookconfigurations: webhookSelectors,
+  validatingwebhookconfigurations: webhookSelectors,
 };
 
 const COMMON_MAP_FIELDS = ["metadata.labels", "metadata.annotations"];
