@@ -41,7 +41,7 @@ import {
   volumesInUse,
   volumesToUnstage,
 } from "./plan.ts";
-import { containerCreatingStatus, runningStatus, statusShape } from "./pod-status.ts";
+import { podStatus, statusShape } from "./pod-status.ts";
 import { type CsiVolumeToMount, resolvePodVolumes } from "./pod-volumes.ts";
 import { stagingPath, targetPath, volumeAttachmentName } from "./volume-paths.ts";
 
@@ -444,7 +444,7 @@ export class SandboxKubelet {
       this.podIps.set(uid, podIP);
     }
     const place = { hostIP, podIP, now: rfc3339(new Date()) };
-    const status = ready ? runningStatus(pod, place) : containerCreatingStatus(pod, place);
+    const status = podStatus(pod, place, ready);
     if (statusShape(status) === statusShape(pod.status)) return;
     try {
       await this.loop.json.replace(pods, { ...pod, status }, { subresource: "status" });

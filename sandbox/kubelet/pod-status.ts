@@ -75,52 +75,27 @@ function podConditions(pod: Pod, now: string, running: boolean): Condition[] {
   ];
 }
 
-function common(pod: Pod, place: PodPlace): Record<string, unknown> {
-  const start = typeof pod.status?.startTime === "string" ? pod.status.startTime : place.now;
+/** Pending with every container waiting in ContainerCreating (running false), or Running and Ready. */
+export function podStatus(pod: Pod, place: PodPlace, running: boolean): Record<string, unknown> {
+  const uid = (pod.metadata.uid ?? "").replaceAll("-", "");
   return {
+    ...pod.status,
+    phase: running ? "Running" : "Pending",
+    conditions: podConditions(pod, place.now, running),
     hostIP: place.hostIP,
     hostIPs: [{ ip: place.hostIP }],
-    startTime: start,
+    startTime: typeof pod.status?.startTime === "string" ? pod.status.startTime : place.now,
     qosClass: typeof pod.status?.qosClass === "string" ? pod.status.qosClass : "BestEffort",
-  };
-}
-
-export function containerCreatingStatus(pod: Pod, place: PodPlace): Record<string, unknown> {
-  return {
-    ...pod.status,
-    phase: "Pending",
-    conditions: podConditions(pod, place.now, false),
-    ...common(pod, place),
-    containerStatuses: containersOf(pod).map((c) => ({
-      name: c.name,
-      image: c.image ?? "",
-      imageID: "",
-      ready: false,
-      restartCount: 0,
-      started: false,
-      state: { waiting: { reason: "ContainerCreating" } },
-      lastState: {},
-    })),
-  };
-}
-
-export function runningStatus(pod: Pod, place: PodPlace): Record<string, unknown> {
-  return {
-    ...pod.status,
-    phase: "Running",
-    conditions: podConditions(pod, place.now, true),
-    ...common(pod, place),
-    podIP: place.podIP,
-    podIPs: [{ ip: place.podIP }],
+    ...(running ? { podIP: place.podIP, podIPs: [{ ip: place.podIP }] } : {}),
     containerStatuses: containersOf(pod).map((c, i) => ({
       name: c.name,
       image: c.image ?? "",
       imageID: "",
-      containerID: `containerd://${(pod.metadata.uid ?? "").replaceAll("-", "")}${i}`,
-      ready: true,
+      ...(running ? { containerID: `containerd://${uid}${i}` } : {}),
+      ready: running,
       restartCount: 0,
-      started: true,
-      state: { running: { startedAt: place.now } },
+      started: running,
+      state: running ? { running: { startedAt: place.now } } : { waiting: { reason: "ContainerCreating" } },
       lastState: {},
     })),
   };
