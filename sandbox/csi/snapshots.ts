@@ -61,11 +61,7 @@ export async function createSnapshot(
 
 export async function deleteSnapshot(ctx: DriverContext, req: DeleteSnapshotRequest): Promise<Empty> {
   const id = requireField("DeleteSnapshot", "snapshot_id", req.snapshotId);
-  const snapshot = ctx.store.snapshots.get(id);
-  if (!snapshot) return {};
-  ctx.store.snapshots.delete(id);
-  ctx.store.changed();
-  ctx.store.removeAfterSave(snapshot.path);
+  ctx.store.drop(ctx.store.snapshots, id);
   return {};
 }
 

@@ -101,14 +101,18 @@ export class DriverStore {
   }
 
   /**
-   * Removes a dropped record's backing data once a save without the record
-   * has completed. A driver killed before then leaves data whose record the
-   * file still names (the caller never heard back, and retries), or, after
-   * the save, an orphan the next start removes; never a record pointing at
-   * nothing.
+   * Drops a volume's or snapshot's record, and its backing data once a save
+   * without the record has completed. A driver killed before then leaves
+   * data whose record the file still names (the caller never heard back, and
+   * retries), or, after the save, an orphan the next start removes; never a
+   * record pointing at nothing.
    */
-  removeAfterSave(path: string): void {
-    this.removals.push({ version: this.version, path });
+  drop(records: Map<string, { path: string }>, id: string): void {
+    const record = records.get(id);
+    if (!record) return;
+    records.delete(id);
+    this.changed();
+    this.removals.push({ version: this.version, path: record.path });
   }
 
   /**

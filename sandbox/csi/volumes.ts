@@ -31,9 +31,7 @@ export async function deleteVolume(ctx: DriverContext, req: DeleteVolumeRequest)
       `DeleteVolume: volume ${id} is still published to node(s) ${nodes.sort().join(", ")}`,
     );
   }
-  ctx.store.volumes.delete(id);
-  ctx.store.changed();
-  ctx.store.removeAfterSave(volume.path);
+  ctx.store.drop(ctx.store.volumes, id);
   return {};
 }
 

@@ -82,9 +82,8 @@ test("persist with nothing changed writes nothing; dropped backing data goes onl
     await store.persist();
     assert.equal(store.saves, 1);
 
-    store.volumes.delete(volume.id);
-    store.changed();
-    store.removeAfterSave(volume.path);
+    store.drop(store.volumes, volume.id);
+    assert.equal(store.volumes.has(volume.id), false);
     // The file still names the volume: its data must stay until a save without it.
     await stat(store.abs(volume.path));
     assert.equal((await loadState(file)).volumes.length, 1);
