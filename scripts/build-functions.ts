@@ -16,10 +16,16 @@
 // The command also writes each bundle's code cache (scripts/prime-code-cache.ts)
 // with this node binary, unless --no-code-cache; buildFunctions() alone does not.
 
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
-import { type BuiltLambda, buildBundle, bundleFunctions, SERVE_BUNDLE } from "./build-lambda.ts";
+import {
+  type BuiltLambda,
+  buildBundle,
+  bundleFunctions,
+  parseBuildCommand,
+  printBuilt,
+  SERVE_BUNDLE,
+} from "./build-lambda.ts";
 import { primeCodeCache } from "./prime-code-cache.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -48,20 +54,12 @@ export async function buildFunctions(
 export { SERVE_BUNDLE };
 
 if (import.meta.main) {
-  const { values, positionals } = parseArgs({
-    options: { out: { type: "string" }, "no-code-cache": { type: "boolean" } },
-    allowPositionals: true,
-  });
-  const built = await buildFunctions({
-    ...(values.out ? { outDir: values.out } : {}),
-    ...(positionals.length > 0 ? { names: positionals } : {}),
-  });
-  for (const b of built)
-    process.stdout.write(`${JSON.stringify({ built: b.name, file: relative(REPO, b.file) })}\n`);
+  const { options, switches } = parseBuildCommand(["no-code-cache"]);
+  printBuilt(await buildFunctions(options));
   // A bundle without its code cache starts tens of ms slower: write them, as the image does,
   // unless told not to.
-  if (!values["no-code-cache"]) {
-    const primed = await primeCodeCache(values.out ?? DEFAULT_FUNCTIONS_OUT_DIR);
+  if (!switches.has("no-code-cache")) {
+    const primed = await primeCodeCache(options.outDir ?? DEFAULT_FUNCTIONS_OUT_DIR);
     process.stdout.write(`${JSON.stringify({ codeCaches: primed.functions })}\n`);
   }
 }

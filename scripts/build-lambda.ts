@@ -248,15 +248,31 @@ export async function buildLambdas(
   });
 }
 
-if (import.meta.main) {
+/** What both build commands take: `--out DIR` and the functions to build (default every one); `switches` are a command's own flags. */
+export function parseBuildCommand(switches: readonly string[] = []): {
+  options: { outDir?: string; names?: string[] };
+  switches: ReadonlySet<string>;
+} {
   const { values, positionals } = parseArgs({
-    options: { out: { type: "string" } },
+    options: {
+      out: { type: "string" },
+      ...Object.fromEntries(switches.map((s) => [s, { type: "boolean" as const }])),
+    },
     allowPositionals: true,
   });
-  const built = await buildLambdas({
-    ...(values.out ? { outDir: values.out } : {}),
-    ...(positionals.length > 0 ? { names: positionals } : {}),
-  });
+  const out = typeof values.out === "string" ? values.out : undefined;
+  return {
+    options: { ...(out ? { outDir: out } : {}), ...(positionals.length > 0 ? { names: positionals } : {}) },
+    switches: new Set(switches.filter((s) => (values as Record<string, unknown>)[s] === true)),
+  };
+}
+
+/** One JSON line per bundle built, as both build commands print them. */
+export function printBuilt(built: readonly BuiltLambda[]): void {
   for (const b of built)
     process.stdout.write(`${JSON.stringify({ built: b.name, file: relative(REPO, b.file) })}\n`);
+}
+
+if (import.meta.main) {
+  printBuilt(await buildLambdas(parseBuildCommand().options));
 }
