@@ -76,6 +76,12 @@ export class DerReader {
     if (this.peekTag() !== tag) return undefined;
     return this.readAny();
   }
+
+  /** The next element's dotted OBJECT IDENTIFIER; undefined when it is not a well-formed one. */
+  readOid(): string | undefined {
+    const element = this.read(TAG.OID);
+    return element && decodeOid(element.content);
+  }
 }
 
 /** A DER INTEGER's content is minimal: no redundant leading 0x00 or 0xff. */
@@ -87,7 +93,7 @@ export function isMinimalInteger(content: Buffer): boolean {
 }
 
 /** Dotted form of an OBJECT IDENTIFIER's content; undefined when malformed. */
-export function decodeOid(content: Buffer): string | undefined {
+function decodeOid(content: Buffer): string | undefined {
   if (content.length === 0) return undefined;
   const arcs: number[] = [];
   let value = 0;

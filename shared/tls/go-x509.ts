@@ -10,14 +10,31 @@
 // our own generator must still get right.
 
 import { isIP } from "node:net";
-import { DerReader, decodeBitString, decodeOid, type Element, isMinimalInteger, TAG } from "./der.ts";
+import { DerReader, decodeBitString, type Element, isMinimalInteger, TAG } from "./der.ts";
 
 export class GoX509Error extends Error {
   override name = "GoX509Error";
 }
 
+/** What a certificate's extensions say, as Go's processExtensions reads them. */
+interface Extensions {
+  hasSanExtension: boolean;
+  sanCritical: boolean;
+  dnsNames: string[];
+  /** As Go prints them (net.IP.String()). */
+  ipAddresses: string[];
+  basicConstraintsValid: boolean;
+  isCA: boolean;
+  /** Go's KeyUsage bits (digitalSignature = 1, ..., keyCertSign = 32), 0 when the extension is absent. */
+  keyUsage: number;
+  /** Dotted OIDs of extKeyUsage; empty when the extension is absent. */
+  extKeyUsage: string[];
+  /** Critical extensions Go does not handle: Verify fails with "x509: unhandled critical extension". */
+  unhandledCritical: string[];
+}
+
 /** The fields of a certificate that Go's verification reads. */
-export interface GoCertificate {
+export interface GoCertificate extends Extensions {
   raw: Buffer;
   rawIssuer: Buffer;
   rawSubject: Buffer;
@@ -32,19 +49,6 @@ export interface GoCertificate {
   notAfter: Date;
   /** The ASN.1 time types of notBefore and notAfter. */
   validityTags: [number, number];
-  hasSanExtension: boolean;
-  sanCritical: boolean;
-  dnsNames: string[];
-  /** As Go prints them (net.IP.String()). */
-  ipAddresses: string[];
-  basicConstraintsValid: boolean;
-  isCA: boolean;
-  /** Go's KeyUsage bits (digitalSignature = 1, ..., keyCertSign = 32), 0 when the extension is absent. */
-  keyUsage: number;
-  /** Dotted OIDs of extKeyUsage; empty when the extension is absent. */
-  extKeyUsage: string[];
-  /** Critical extensions Go does not handle: Verify fails with "x509: unhandled critical extension". */
-  unhandledCritical: string[];
 }
 
 export const KEY_USAGE_CERT_SIGN = 1 << 5;
@@ -66,6 +70,21 @@ const HANDLED_EXTENSIONS = new Set([
   "2.5.29.37",
   "1.3.6.1.5.5.7.1.1",
 ]);
+
+/** A reader over the content of `reader`'s next element, which must have `tag`; Go's `error` otherwise. */
+function enter(reader: DerReader, tag: number, error: string): DerReader {
+  const element = reader.read(tag);
+  if (element === undefined) fail(error);
+  return new DerReader(element.content);
+}
+
+/** An optional BOOLEAN DEFAULT FALSE, which DER writes as exactly 0x00 or 0xff; Go's `error` otherwise. */
+function optionalBoolean(reader: DerReader, error: string): boolean {
+  if (reader.peekTag() !== TAG.BOOLEAN) return false;
+  const flag = reader.readAny();
+  if (flag?.content.length !== 1 || (flag.content[0] !== 0 && flag.content[0] !== 0xff)) fail(error);
+  return flag.content[0] === 0xff;
+}
 
 function fail(message: string): never {
   throw new GoX509Error(message);
@@ -140,15 +159,10 @@ function parseName(content: Buffer): ParsedName {
   const rdns = new DerReader(content);
   const name: ParsedName = { commonName: "", organization: undefined, attributes: 0 };
   while (!rdns.empty()) {
-    const set = rdns.read(TAG.SET);
-    if (set === undefined) fail("x509: invalid RDNSequence");
-    const atvs = new DerReader(set.content);
+    const atvs = enter(rdns, TAG.SET, "x509: invalid RDNSequence");
     while (!atvs.empty()) {
-      const atv = atvs.read(TAG.SEQUENCE);
-      if (atv === undefined) fail("x509: invalid RDNSequence: invalid attribute");
-      const parts = new DerReader(atv.content);
-      const type = parts.read(TAG.OID);
-      const oid = type && decodeOid(type.content);
+      const parts = enter(atvs, TAG.SEQUENCE, "x509: invalid RDNSequence: invalid attribute");
+      const oid = parts.readOid();
       if (oid === undefined) fail("x509: invalid RDNSequence: invalid attribute type");
       const value = parts.readAny();
       if (value === undefined) fail("x509: invalid RDNSequence: invalid attribute value");
@@ -234,18 +248,6 @@ function ipString(bytes: Buffer): string {
   return text.slice(1, -1);
 }
 
-interface Extensions {
-  hasSanExtension: boolean;
-  sanCritical: boolean;
-  dnsNames: string[];
-  ipAddresses: string[];
-  basicConstraintsValid: boolean;
-  isCA: boolean;
-  keyUsage: number;
-  extKeyUsage: string[];
-  unhandledCritical: string[];
-}
-
 function parseSan(value: Buffer, ext: Extensions): boolean {
   const outer = new DerReader(value);
   const names = outer.read(TAG.SEQUENCE);
@@ -281,17 +283,8 @@ function parseSan(value: Buffer, ext: Extensions): boolean {
 }
 
 function parseBasicConstraints(value: Buffer, ext: Extensions): void {
-  const outer = new DerReader(value);
-  const seq = outer.read(TAG.SEQUENCE);
-  if (seq === undefined) fail("x509: invalid basic constraints a");
-  const reader = new DerReader(seq.content);
-  let isCA = false;
-  if (reader.peekTag() === TAG.BOOLEAN) {
-    const flag = reader.readAny();
-    if (flag?.content.length !== 1 || (flag.content[0] !== 0 && flag.content[0] !== 0xff))
-      fail("x509: invalid basic constraints b");
-    isCA = flag.content[0] === 0xff;
-  }
+  const reader = enter(new DerReader(value), TAG.SEQUENCE, "x509: invalid basic constraints a");
+  const isCA = optionalBoolean(reader, "x509: invalid basic constraints b");
   if (!reader.empty() && reader.peekTag() === TAG.INTEGER) {
     const pathLen = reader.readAny();
     if (pathLen === undefined || !isMinimalInteger(pathLen.content) || pathLen.content.length > 4)
@@ -313,19 +306,17 @@ function parseKeyUsage(value: Buffer, ext: Extensions): void {
 }
 
 function parseExtKeyUsage(value: Buffer, ext: Extensions): void {
-  const seq = new DerReader(value).read(TAG.SEQUENCE);
-  if (seq === undefined) fail("x509: invalid extended key usages");
-  const reader = new DerReader(seq.content);
+  const reader = enter(new DerReader(value), TAG.SEQUENCE, "x509: invalid extended key usages");
   while (!reader.empty()) {
-    const element = reader.read(TAG.OID);
-    const oid = element && decodeOid(element.content);
+    const oid = reader.readOid();
     if (oid === undefined) fail("x509: invalid extended key usages");
     ext.extKeyUsage.push(oid);
   }
 }
 
-function parseExtensions(content: Buffer): Extensions {
-  const ext: Extensions = {
+/** What a certificate without extensions (or an empty list) says. */
+function noExtensions(): Extensions {
+  return {
     hasSanExtension: false,
     sanCritical: false,
     dnsNames: [],
@@ -336,25 +327,17 @@ function parseExtensions(content: Buffer): Extensions {
     extKeyUsage: [],
     unhandledCritical: [],
   };
-  const outer = new DerReader(content);
-  const list = outer.read(TAG.SEQUENCE);
-  if (list === undefined) fail("x509: malformed extensions");
-  const reader = new DerReader(list.content);
+}
+
+function parseExtensions(content: Buffer): Extensions {
+  const ext = noExtensions();
+  const reader = enter(new DerReader(content), TAG.SEQUENCE, "x509: malformed extensions");
   const seen = new Set<string>();
   while (!reader.empty()) {
-    const element = reader.read(TAG.SEQUENCE);
-    if (element === undefined) fail("x509: malformed extension");
-    const parts = new DerReader(element.content);
-    const idElement = parts.read(TAG.OID);
-    const id = idElement && decodeOid(idElement.content);
+    const parts = enter(reader, TAG.SEQUENCE, "x509: malformed extension");
+    const id = parts.readOid();
     if (id === undefined) fail("x509: malformed extension OID field");
-    let critical = false;
-    if (parts.peekTag() === TAG.BOOLEAN) {
-      const flag = parts.readAny();
-      if (flag?.content.length !== 1 || (flag.content[0] !== 0 && flag.content[0] !== 0xff))
-        fail("x509: malformed extension critical field");
-      critical = flag.content[0] === 0xff;
-    }
+    const critical = optionalBoolean(parts, "x509: malformed extension critical field");
     const value = parts.read(TAG.OCTET_STRING);
     if (value === undefined) fail("x509: malformed extension value field");
     if (seen.has(id)) fail("x509: certificate contains duplicate extensions");
@@ -385,9 +368,7 @@ export function parseGoCertificate(der: Uint8Array): GoCertificate {
   const cert = top.read(TAG.SEQUENCE);
   if (cert === undefined || !top.empty()) fail("x509: malformed certificate");
   const body = new DerReader(cert.content);
-  const tbsElement = body.read(TAG.SEQUENCE);
-  if (tbsElement === undefined) fail("x509: malformed tbs certificate");
-  const tbs = new DerReader(tbsElement.content);
+  const tbs = enter(body, TAG.SEQUENCE, "x509: malformed tbs certificate");
 
   let version = 1;
   if (tbs.peekTag() === 0xa0) {
@@ -412,9 +393,7 @@ export function parseGoCertificate(der: Uint8Array): GoCertificate {
   const issuer = tbs.read(TAG.SEQUENCE);
   if (issuer === undefined) fail("x509: malformed issuer");
   parseName(issuer.content);
-  const validity = tbs.read(TAG.SEQUENCE);
-  if (validity === undefined) fail("x509: malformed validity");
-  const times = new DerReader(validity.content);
+  const times = enter(tbs, TAG.SEQUENCE, "x509: malformed validity");
   const notBeforeElement = times.readAny();
   const notBefore = parseTime(notBeforeElement);
   const notAfterElement = times.readAny();
@@ -450,15 +429,7 @@ export function parseGoCertificate(der: Uint8Array): GoCertificate {
     notBefore,
     notAfter,
     validityTags: [notBeforeElement!.tag, notAfterElement!.tag],
-    hasSanExtension: extensions?.hasSanExtension ?? false,
-    sanCritical: extensions?.sanCritical ?? false,
-    dnsNames: extensions?.dnsNames ?? [],
-    ipAddresses: extensions?.ipAddresses ?? [],
-    basicConstraintsValid: extensions?.basicConstraintsValid ?? false,
-    isCA: extensions?.isCA ?? false,
-    keyUsage: extensions?.keyUsage ?? 0,
-    extKeyUsage: extensions?.extKeyUsage ?? [],
-    unhandledCritical: extensions?.unhandledCritical ?? [],
+    ...(extensions ?? noExtensions()),
   };
 }
 
