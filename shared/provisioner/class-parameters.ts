@@ -54,50 +54,31 @@ const defaultSecretKeys: SecretParamKeys = {
   namespaceKey: `${csiParameterPrefix}secret-namespace`,
 };
 
+/**
+ * A kind's keys follow one pattern: "ControllerPublish" is
+ * csi.storage.k8s.io/controller-publish-secret-name (and -namespace), and
+ * before the prefix existed csiControllerPublishSecretName (and Namespace).
+ */
+function keysOf(label: string, deprecated: boolean): SecretParamKeys {
+  const kebab = label.replace(/(?<=.)[A-Z]/g, (c) => `-${c}`).toLowerCase();
+  return {
+    label,
+    nameKey: `${csiParameterPrefix}${kebab}-secret-name`,
+    namespaceKey: `${csiParameterPrefix}${kebab}-secret-namespace`,
+    ...(deprecated
+      ? { deprecatedNameKey: `csi${label}SecretName`, deprecatedNamespaceKey: `csi${label}SecretNamespace` }
+      : {}),
+  };
+}
+
 const secretKeys: Record<SecretKind, SecretParamKeys> = {
-  provisioner: {
-    label: "Provisioner",
-    nameKey: `${csiParameterPrefix}provisioner-secret-name`,
-    namespaceKey: `${csiParameterPrefix}provisioner-secret-namespace`,
-    deprecatedNameKey: "csiProvisionerSecretName",
-    deprecatedNamespaceKey: "csiProvisionerSecretNamespace",
-  },
-  controllerPublish: {
-    label: "ControllerPublish",
-    nameKey: `${csiParameterPrefix}controller-publish-secret-name`,
-    namespaceKey: `${csiParameterPrefix}controller-publish-secret-namespace`,
-    deprecatedNameKey: "csiControllerPublishSecretName",
-    deprecatedNamespaceKey: "csiControllerPublishSecretNamespace",
-  },
-  nodeStage: {
-    label: "NodeStage",
-    nameKey: `${csiParameterPrefix}node-stage-secret-name`,
-    namespaceKey: `${csiParameterPrefix}node-stage-secret-namespace`,
-    deprecatedNameKey: "csiNodeStageSecretName",
-    deprecatedNamespaceKey: "csiNodeStageSecretNamespace",
-  },
-  nodePublish: {
-    label: "NodePublish",
-    nameKey: `${csiParameterPrefix}node-publish-secret-name`,
-    namespaceKey: `${csiParameterPrefix}node-publish-secret-namespace`,
-    deprecatedNameKey: "csiNodePublishSecretName",
-    deprecatedNamespaceKey: "csiNodePublishSecretNamespace",
-  },
-  controllerExpand: {
-    label: "ControllerExpand",
-    nameKey: `${csiParameterPrefix}controller-expand-secret-name`,
-    namespaceKey: `${csiParameterPrefix}controller-expand-secret-namespace`,
-  },
-  nodeExpand: {
-    label: "NodeExpand",
-    nameKey: `${csiParameterPrefix}node-expand-secret-name`,
-    namespaceKey: `${csiParameterPrefix}node-expand-secret-namespace`,
-  },
-  controllerModify: {
-    label: "ControllerModify",
-    nameKey: `${csiParameterPrefix}controller-modify-secret-name`,
-    namespaceKey: `${csiParameterPrefix}controller-modify-secret-namespace`,
-  },
+  provisioner: keysOf("Provisioner", true),
+  controllerPublish: keysOf("ControllerPublish", true),
+  nodeStage: keysOf("NodeStage", true),
+  nodePublish: keysOf("NodePublish", true),
+  controllerExpand: keysOf("ControllerExpand", false),
+  nodeExpand: keysOf("NodeExpand", false),
+  controllerModify: keysOf("ControllerModify", false),
 };
 
 /** Every key under the prefix that the sidecar understands; any other one is an error. */
