@@ -37,6 +37,26 @@ export function isDns1123Subdomain(s: string): boolean {
   return s.length <= 253 && dns1123Subdomain.test(s);
 }
 
+/** A template resolved, and its value checked as a `what` ("secret name"), with upstream's error texts. */
+function resolveValid(
+  template: string,
+  params: ReadonlyMap<string, string>,
+  valid: (value: string) => boolean,
+  what: string,
+): { ok: true; value: string } | { ok: false; error: string } {
+  const resolved = resolveTemplate(template, params);
+  if (!resolved.ok)
+    return { ok: false, error: `error resolving value ${goQuote(template)}: ${resolved.error}` };
+  if (valid(resolved.value)) return resolved;
+  return {
+    ok: false,
+    error:
+      template !== resolved.value
+        ? `${goQuote(template)} resolved to ${goQuote(resolved.value)} which is not a valid ${what}`
+        : `${goQuote(template)} is not a valid ${what}`,
+  };
+}
+
 export function resolveSecretReference(
   template: SecretTemplate,
   ctx: SecretTemplateContext,
@@ -46,18 +66,8 @@ export function resolveSecretReference(
   // The namespace may only use what the claim's user does not control: the PV name and the claim's namespace.
   const namespaceParams = new Map<string, string>([[tokenPvName, ctx.pvName]]);
   if (ctx.claim) namespaceParams.set(tokenPvcNamespace, ctx.claim.namespace ?? "");
-  const namespace = resolveTemplate(namespaceTemplate, namespaceParams);
-  if (!namespace.ok)
-    return { ok: false, error: `error resolving value ${goQuote(namespaceTemplate)}: ${namespace.error}` };
-  if (!isDns1123Label(namespace.value)) {
-    return {
-      ok: false,
-      error:
-        namespaceTemplate !== namespace.value
-          ? `${goQuote(namespaceTemplate)} resolved to ${goQuote(namespace.value)} which is not a valid namespace name`
-          : `${goQuote(namespaceTemplate)} is not a valid namespace name`,
-    };
-  }
+  const namespace = resolveValid(namespaceTemplate, namespaceParams, isDns1123Label, "namespace name");
+  if (!namespace.ok) return namespace;
 
   // The name may also use the claim's name and annotations.
   const nameParams = new Map<string, string>([[tokenPvName, ctx.pvName]]);
@@ -68,17 +78,8 @@ export function resolveSecretReference(
       nameParams.set(`pvc.annotations['${key}']`, value);
     }
   }
-  const name = resolveTemplate(nameTemplate, nameParams);
-  if (!name.ok) return { ok: false, error: `error resolving value ${goQuote(nameTemplate)}: ${name.error}` };
-  if (!isDns1123Subdomain(name.value)) {
-    return {
-      ok: false,
-      error:
-        nameTemplate !== name.value
-          ? `${goQuote(nameTemplate)} resolved to ${goQuote(name.value)} which is not a valid secret name`
-          : `${goQuote(nameTemplate)} is not a valid secret name`,
-    };
-  }
+  const name = resolveValid(nameTemplate, nameParams, isDns1123Subdomain, "secret name");
+  if (!name.ok) return name;
 
   return { ok: true, value: { name: name.value, namespace: namespace.value } };
 }
