@@ -66,28 +66,30 @@ const ageColumn: Column = {
   cell: (o) => age(o.metadata.creationTimestamp),
 };
 
+/** A string column showing the field at `path`; `description` names the field as upstream's printer does. */
+function field(name: string, description: string, path: readonly string[]): Column {
+  return { name, type: "string", description, cell: (o) => str(at(o, ...path)) };
+}
+
+function accessModes(path: readonly string[]): Column {
+  return {
+    name: "Access Modes",
+    type: "string",
+    description: "accessModes",
+    cell: (o) => modes(at(o, ...path)),
+  };
+}
+
+const phase = field("Status", "phase", ["status", "phase"]);
+const storageClassName = field("StorageClass", "storageClassName", ["spec", "storageClassName"]);
+
 const columnsByPlural: Record<string, Column[]> = {
   persistentvolumes: [
     name,
-    {
-      name: "Capacity",
-      type: "string",
-      description: "capacity",
-      cell: (o) => str(at(o, "spec", "capacity", "storage")),
-    },
-    {
-      name: "Access Modes",
-      type: "string",
-      description: "accessModes",
-      cell: (o) => modes(at(o, "spec", "accessModes")),
-    },
-    {
-      name: "Reclaim Policy",
-      type: "string",
-      description: "persistentVolumeReclaimPolicy",
-      cell: (o) => str(at(o, "spec", "persistentVolumeReclaimPolicy")),
-    },
-    { name: "Status", type: "string", description: "phase", cell: (o) => str(at(o, "status", "phase")) },
+    field("Capacity", "capacity", ["spec", "capacity", "storage"]),
+    accessModes(["spec", "accessModes"]),
+    field("Reclaim Policy", "persistentVolumeReclaimPolicy", ["spec", "persistentVolumeReclaimPolicy"]),
+    phase,
     {
       name: "Claim",
       type: "string",
@@ -97,50 +99,19 @@ const columnsByPlural: Record<string, Column[]> = {
         return ref ? `${str(at(ref, "namespace"))}/${str(at(ref, "name"))}` : "";
       },
     },
-    {
-      name: "StorageClass",
-      type: "string",
-      description: "storageClassName",
-      cell: (o) => str(at(o, "spec", "storageClassName")),
-    },
-    { name: "Reason", type: "string", description: "reason", cell: (o) => str(at(o, "status", "reason")) },
+    storageClassName,
+    field("Reason", "reason", ["status", "reason"]),
     ageColumn,
   ],
   persistentvolumeclaims: [
     name,
-    { name: "Status", type: "string", description: "phase", cell: (o) => str(at(o, "status", "phase")) },
-    {
-      name: "Volume",
-      type: "string",
-      description: "volumeName",
-      cell: (o) => str(at(o, "spec", "volumeName")),
-    },
-    {
-      name: "Capacity",
-      type: "string",
-      description: "capacity",
-      cell: (o) => str(at(o, "status", "capacity", "storage")),
-    },
-    {
-      name: "Access Modes",
-      type: "string",
-      description: "accessModes",
-      cell: (o) => modes(at(o, "status", "accessModes")),
-    },
-    {
-      name: "StorageClass",
-      type: "string",
-      description: "storageClassName",
-      cell: (o) => str(at(o, "spec", "storageClassName")),
-    },
+    phase,
+    field("Volume", "volumeName", ["spec", "volumeName"]),
+    field("Capacity", "capacity", ["status", "capacity", "storage"]),
+    accessModes(["status", "accessModes"]),
+    storageClassName,
     ageColumn,
-    {
-      name: "VolumeMode",
-      type: "string",
-      description: "volumeMode",
-      priority: 1,
-      cell: (o) => str(at(o, "spec", "volumeMode")),
-    },
+    { ...field("VolumeMode", "volumeMode", ["spec", "volumeMode"]), priority: 1 },
   ],
   storageclasses: [
     {
@@ -153,19 +124,9 @@ const columnsByPlural: Record<string, Column[]> = {
         return `${str(o.metadata.name)}${isDefault ? " (default)" : ""}`;
       },
     },
-    { name: "Provisioner", type: "string", description: "provisioner", cell: (o) => str(o.provisioner) },
-    {
-      name: "ReclaimPolicy",
-      type: "string",
-      description: "reclaimPolicy",
-      cell: (o) => str(o.reclaimPolicy),
-    },
-    {
-      name: "VolumeBindingMode",
-      type: "string",
-      description: "volumeBindingMode",
-      cell: (o) => str(o.volumeBindingMode),
-    },
+    field("Provisioner", "provisioner", ["provisioner"]),
+    field("ReclaimPolicy", "reclaimPolicy", ["reclaimPolicy"]),
+    field("VolumeBindingMode", "volumeBindingMode", ["volumeBindingMode"]),
     {
       name: "AllowVolumeExpansion",
       type: "string",
@@ -176,19 +137,9 @@ const columnsByPlural: Record<string, Column[]> = {
   ],
   volumeattachments: [
     name,
-    {
-      name: "Attacher",
-      type: "string",
-      description: "attacher",
-      cell: (o) => str(at(o, "spec", "attacher")),
-    },
-    {
-      name: "PV",
-      type: "string",
-      description: "persistentVolumeName",
-      cell: (o) => str(at(o, "spec", "source", "persistentVolumeName")),
-    },
-    { name: "Node", type: "string", description: "nodeName", cell: (o) => str(at(o, "spec", "nodeName")) },
+    field("Attacher", "attacher", ["spec", "attacher"]),
+    field("PV", "persistentVolumeName", ["spec", "source", "persistentVolumeName"]),
+    field("Node", "nodeName", ["spec", "nodeName"]),
     {
       name: "Attached",
       type: "boolean",
@@ -199,7 +150,7 @@ const columnsByPlural: Record<string, Column[]> = {
   ],
   pods: [
     name,
-    { name: "Status", type: "string", description: "phase", cell: (o) => str(at(o, "status", "phase")) },
+    phase,
     {
       name: "Node",
       type: "string",
@@ -215,8 +166,8 @@ const columnsByPlural: Record<string, Column[]> = {
       description: "lastTimestamp",
       cell: (o) => age(str(o.lastTimestamp) || undefined),
     },
-    { name: "Type", type: "string", description: "type", cell: (o) => str(o.type) },
-    { name: "Reason", type: "string", description: "reason", cell: (o) => str(o.reason) },
+    field("Type", "type", ["type"]),
+    field("Reason", "reason", ["reason"]),
     {
       name: "Object",
       type: "string",
@@ -224,7 +175,7 @@ const columnsByPlural: Record<string, Column[]> = {
       cell: (o) =>
         `${str(at(o, "involvedObject", "kind")).toLowerCase()}/${str(at(o, "involvedObject", "name"))}`,
     },
-    { name: "Message", type: "string", description: "message", cell: (o) => str(o.message) },
+    field("Message", "message", ["message"]),
   ],
 };
 
