@@ -110,31 +110,20 @@ function stringField(from: Record<string, unknown>, key: string, path: string, o
   return value;
 }
 
-function groupVersionKind(request: Record<string, unknown>, key: string): GroupVersionKind {
+/** request.<key> as {group, version, <last>}: the group may be empty, version and <last> may not. */
+function groupVersionAnd<L extends "kind" | "resource">(
+  request: Record<string, unknown>,
+  key: string,
+  last: L,
+): { group: string; version: string } & Record<L, string> {
   const value = request[key];
-  if (!isRecord(value)) fail(`request.${key} must be an object {group, version, kind}`);
+  if (!isRecord(value)) fail(`request.${key} must be an object {group, version, ${last}}`);
   const path = `request.${key}`;
-  const gvk = {
-    group: stringField(value, "group", path, true),
-    version: stringField(value, "version", path, false),
-    kind: stringField(value, "kind", path, false),
-  };
-  if (gvk.version === "" || gvk.kind === "") fail(`${path}.version and ${path}.kind must not be empty`);
-  return gvk;
-}
-
-function groupVersionResource(request: Record<string, unknown>, key: string): GroupVersionResource {
-  const value = request[key];
-  if (!isRecord(value)) fail(`request.${key} must be an object {group, version, resource}`);
-  const path = `request.${key}`;
-  const gvr = {
-    group: stringField(value, "group", path, true),
-    version: stringField(value, "version", path, false),
-    resource: stringField(value, "resource", path, false),
-  };
-  if (gvr.version === "" || gvr.resource === "")
-    fail(`${path}.version and ${path}.resource must not be empty`);
-  return gvr;
+  const group = stringField(value, "group", path, true);
+  const version = stringField(value, "version", path, false);
+  const named = stringField(value, last, path, false);
+  if (version === "" || named === "") fail(`${path}.version and ${path}.${last} must not be empty`);
+  return { group, version, [last]: named } as { group: string; version: string } & Record<L, string>;
 }
 
 function objectField(request: Record<string, unknown>, key: string): Record<string, unknown> | null {
@@ -195,8 +184,8 @@ export function parseAdmissionReview(body: Uint8Array | string): AdmissionReques
 
   const parsed: AdmissionRequest = {
     uid,
-    kind: groupVersionKind(request, "kind"),
-    resource: groupVersionResource(request, "resource"),
+    kind: groupVersionAnd(request, "kind", "kind"),
+    resource: groupVersionAnd(request, "resource", "resource"),
     subResource: stringField(request, "subResource", "request", true),
     name: stringField(request, "name", "request", true),
     namespace: stringField(request, "namespace", "request", true),
