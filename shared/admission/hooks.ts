@@ -43,14 +43,27 @@ export interface AdmissionHookDeps {
   config: AdmissionConfig;
 }
 
-function checkServes(hook: Pick<AdmissionHook, "path" | "serves">, request: AdmissionRequest): void {
-  const { group, resource } = request.resource;
-  if (group === hook.serves.group && resource === hook.serves.resource) return;
-  const wanted = hook.serves.group ? `${hook.serves.resource}.${hook.serves.group}` : hook.serves.resource;
-  const got = group ? `${resource}.${group}` : resource;
-  throw new AdmissionReviewError(
-    `${hook.path} reviews ${wanted}, but this review is for ${got}; check the webhook configuration's rules`,
-  );
+/** A hook whose every review first checks that the request is for the resource it serves. */
+function hookAt(
+  path: string,
+  serves: AdmissionHook["serves"],
+  review: AdmissionHook["review"],
+): AdmissionHook {
+  return {
+    path,
+    serves,
+    async review(request) {
+      const { group, resource } = request.resource;
+      if (group !== serves.group || resource !== serves.resource) {
+        const wanted = serves.group ? `${serves.resource}.${serves.group}` : serves.resource;
+        const got = group ? `${resource}.${group}` : resource;
+        throw new AdmissionReviewError(
+          `${path} reviews ${wanted}, but this review is for ${got}; check the webhook configuration's rules`,
+        );
+      }
+      return review(request);
+    },
+  };
 }
 
 /** The name for messages: a CREATE with generateName has none yet. */
@@ -79,76 +92,66 @@ const claims = { group: "", resource: "persistentvolumeclaims" };
 const claimKind = "PersistentVolumeClaim";
 
 export function mutateClaimsHook({ lookups, config }: AdmissionHookDeps): AdmissionHook {
-  const hook = { path: "/mutate/persistentvolumeclaims", serves: claims };
-  return {
-    ...hook,
-    async review(request) {
-      checkServes(hook, request);
-      if (request.operation !== "CREATE" || request.subResource !== "") return allow(request);
-      const claim = claimOf(request.object, "request.object");
-      const warnings = claimWarnings(claim);
-      let classes: StorageClass[] | undefined;
-      if (claimMutationNeedsClasses(claim)) {
-        const found = await lookups.storageClasses();
-        if (found.ok) {
-          classes = found.value;
-        } else {
-          const what = `looking up StorageClasses failed (${found.error})`;
-          if (config.failurePolicy.mutateClaims === "Fail") {
-            const name = named(claims.resource, nameOf(request, claim.metadata));
-            return deny(request, unavailableStatus(`${name} could not be admitted: ${what}`), warnings);
-          }
-          warnings.push(
-            !claimHasClass(claim)
-              ? `no default StorageClass was assigned: ${what}; set spec.storageClassName (allowed once while the claim has no class)`
-              : `storage-provisioner annotations were not set at creation: ${what}; the binder sets them on its next sync`,
-          );
+  return hookAt("/mutate/persistentvolumeclaims", claims, async (request) => {
+    if (request.operation !== "CREATE" || request.subResource !== "") return allow(request);
+    const claim = claimOf(request.object, "request.object");
+    const warnings = claimWarnings(claim);
+    let classes: StorageClass[] | undefined;
+    if (claimMutationNeedsClasses(claim)) {
+      const found = await lookups.storageClasses();
+      if (found.ok) {
+        classes = found.value;
+      } else {
+        const what = `looking up StorageClasses failed (${found.error})`;
+        if (config.failurePolicy.mutateClaims === "Fail") {
+          const name = named(claims.resource, nameOf(request, claim.metadata));
+          return deny(request, unavailableStatus(`${name} could not be admitted: ${what}`), warnings);
         }
+        warnings.push(
+          !claimHasClass(claim)
+            ? `no default StorageClass was assigned: ${what}; set spec.storageClassName (allowed once while the claim has no class)`
+            : `storage-provisioner annotations were not set at creation: ${what}; the binder sets them on its next sync`,
+        );
       }
-      const mutation = mutateClaimOnCreate({ claim, classes, ourProvisioners: config.provisionerDrivers });
-      return admitWithChanges(request, claim, mutation.claim, warnings);
-    },
-  };
+    }
+    const mutation = mutateClaimOnCreate({ claim, classes, ourProvisioners: config.provisionerDrivers });
+    return admitWithChanges(request, claim, mutation.claim, warnings);
+  });
 }
 
 export function validateClaimsHook({ lookups, config }: AdmissionHookDeps): AdmissionHook {
-  const hook = { path: "/validate/persistentvolumeclaims", serves: claims };
-  return {
-    ...hook,
-    async review(request) {
-      checkServes(hook, request);
-      if (request.operation !== "UPDATE" || request.subResource !== "") return allow(request);
-      const next = claimOf(request.object, "request.object");
-      const old = claimOf(request.oldObject, "request.oldObject");
-      const name = nameOf(request, next.metadata);
-      const warnings = claimWarnings(next);
-      // Growing a claim that is not Bound also breaks "spec is immutable", but
-      // the resize rule's message says what is actually wrong: say that first.
-      const expansion = checkClaimExpansion(next, old);
-      if (expansion.verdict === "forbidden" && expansion.reason === message.onlyBoundCanExpand)
-        return deny(request, forbiddenStatus(claims.resource, name, expansion.reason), warnings);
-      const errors = validateClaimUpdate(next, old);
-      if (errors.length > 0) return deny(request, invalidStatus(claimKind, name, errors), warnings);
-      if (expansion.verdict === "not-an-expansion") return allow(request, warnings);
-      if (expansion.verdict === "forbidden")
-        return deny(request, forbiddenStatus(claims.resource, name, expansion.reason), warnings);
+  return hookAt("/validate/persistentvolumeclaims", claims, async (request) => {
+    if (request.operation !== "UPDATE" || request.subResource !== "") return allow(request);
+    const next = claimOf(request.object, "request.object");
+    const old = claimOf(request.oldObject, "request.oldObject");
+    const name = nameOf(request, next.metadata);
+    const warnings = claimWarnings(next);
+    // Growing a claim that is not Bound also breaks "spec is immutable", but
+    // the resize rule's message says what is actually wrong: say that first.
+    const expansion = checkClaimExpansion(next, old);
+    if (expansion.verdict === "forbidden" && expansion.reason === message.onlyBoundCanExpand)
+      return deny(request, forbiddenStatus(claims.resource, name, expansion.reason), warnings);
+    const errors = validateClaimUpdate(next, old);
+    if (errors.length > 0) return deny(request, invalidStatus(claimKind, name, errors), warnings);
+    if (expansion.verdict === "not-an-expansion") return allow(request, warnings);
+    if (expansion.verdict === "forbidden")
+      return deny(request, forbiddenStatus(claims.resource, name, expansion.reason), warnings);
 
-      const found = await lookups.storageClasses();
-      if (!found.ok) {
-        const what = `cannot tell whether StorageClass "${expansion.className}" allows volume expansion: looking up StorageClasses failed (${found.error})`;
-        if (config.failurePolicy.validateClaims === "Fail")
-          return deny(request, unavailableStatus(`${named(claims.resource, name)}: ${what}`), warnings);
-        return allow(request, [...warnings, `volume expansion admitted unchecked: ${what}`]);
-      }
-      const cls = found.value.find((c) => c.metadata.name === expansion.className);
-      if (classAllowsExpansion(cls)) return allow(request, warnings);
-      return deny(
-        request,
-        forbiddenStatus(claims.resource, name, resizeRefusal(expansion.className, cls)),
-        warnings,
-      );
-    },
-  };
+    const found = await lookups.storageClasses();
+    if (!found.ok) {
+      const what = `cannot tell whether StorageClass "${expansion.className}" allows volume expansion: looking up StorageClasses failed (${found.error})`;
+      if (config.failurePolicy.validateClaims === "Fail")
+        return deny(request, unavailableStatus(`${named(claims.resource, name)}: ${what}`), warnings);
+      return allow(request, [...warnings, `volume expansion admitted unchecked: ${what}`]);
+    }
+    const cls = found.value.find((c) => c.metadata.name === expansion.className);
+    if (classAllowsExpansion(cls)) return allow(request, warnings);
+    return deny(
+      request,
+      forbiddenStatus(claims.resource, name, resizeRefusal(expansion.className, cls)),
+      warnings,
+    );
+  });
 }
 
 /** Upstream's message, plus which class and what about it: something a person can fix. */
@@ -158,59 +161,53 @@ function resizeRefusal(className: string, cls: StorageClass | undefined): string
 }
 
 export function mutateVolumesHook(): AdmissionHook {
-  const hook = { path: "/mutate/persistentvolumes", serves: { group: "", resource: "persistentvolumes" } };
-  return {
-    ...hook,
-    async review(request) {
-      checkServes(hook, request);
+  return hookAt(
+    "/mutate/persistentvolumes",
+    { group: "", resource: "persistentvolumes" },
+    async (request) => {
       if (request.operation !== "CREATE" || request.subResource !== "") return allow(request);
       const volume = volumeOf(request.object, "request.object");
       return admitWithChanges(request, volume, mutateVolumeOnCreate(volume), volumeWarnings(volume));
     },
-  };
+  );
 }
 
 const attachments = { group: "storage.k8s.io", resource: "volumeattachments" };
 const attachmentKind = "VolumeAttachment.storage.k8s.io";
 
 export function validateAttachmentsHook({ lookups, config }: AdmissionHookDeps): AdmissionHook {
-  const hook = { path: "/validate/volumeattachments", serves: attachments };
-  return {
-    ...hook,
-    async review(request) {
-      checkServes(hook, request);
-      if (request.subResource !== "") return allow(request);
-      if (request.operation === "UPDATE") {
-        const next = attachmentOf(request.object, "request.object");
-        const old = attachmentOf(request.oldObject, "request.oldObject");
-        const errors = validateAttachmentUpdate(next, old);
-        return errors.length === 0
-          ? allow(request)
-          : deny(request, invalidStatus(attachmentKind, nameOf(request, next.metadata), errors));
-      }
-      if (request.operation !== "CREATE") return allow(request);
+  return hookAt("/validate/volumeattachments", attachments, async (request) => {
+    if (request.subResource !== "") return allow(request);
+    if (request.operation === "UPDATE") {
+      const next = attachmentOf(request.object, "request.object");
+      const old = attachmentOf(request.oldObject, "request.oldObject");
+      const errors = validateAttachmentUpdate(next, old);
+      return errors.length === 0
+        ? allow(request)
+        : deny(request, invalidStatus(attachmentKind, nameOf(request, next.metadata), errors));
+    }
+    if (request.operation !== "CREATE") return allow(request);
 
-      const attachment = attachmentOf(request.object, "request.object");
-      const name = nameOf(request, attachment.metadata);
-      const errors = validateAttachment(attachment);
-      if (errors.length > 0) return deny(request, invalidStatus(attachmentKind, name, errors));
+    const attachment = attachmentOf(request.object, "request.object");
+    const name = nameOf(request, attachment.metadata);
+    const errors = validateAttachment(attachment);
+    if (errors.length > 0) return deny(request, invalidStatus(attachmentKind, name, errors));
 
-      const attacher = attachment.spec.attacher;
-      const found = await lookups.csiDriver(attacher);
-      if (!found.ok) {
-        const what = `cannot check spec.attacher: looking up CSIDriver "${attacher}" failed (${found.error})`;
-        if (config.failurePolicy.validateAttachments === "Fail")
-          return deny(
-            request,
-            unavailableStatus(`${named(`${attachments.resource}.${attachments.group}`, name)}: ${what}`),
-          );
-        return allow(request, [`VolumeAttachment admitted unchecked: ${what}`]);
-      }
-      const driverErrors = attacherDriverErrors(attacher, found.value !== undefined);
-      if (driverErrors.length > 0) return deny(request, invalidStatus(attachmentKind, name, driverErrors));
-      return allow(request);
-    },
-  };
+    const attacher = attachment.spec.attacher;
+    const found = await lookups.csiDriver(attacher);
+    if (!found.ok) {
+      const what = `cannot check spec.attacher: looking up CSIDriver "${attacher}" failed (${found.error})`;
+      if (config.failurePolicy.validateAttachments === "Fail")
+        return deny(
+          request,
+          unavailableStatus(`${named(`${attachments.resource}.${attachments.group}`, name)}: ${what}`),
+        );
+      return allow(request, [`VolumeAttachment admitted unchecked: ${what}`]);
+    }
+    const driverErrors = attacherDriverErrors(attacher, found.value !== undefined);
+    if (driverErrors.length > 0) return deny(request, invalidStatus(attachmentKind, name, driverErrors));
+    return allow(request);
+  });
 }
 
 /** Every hook the admission function serves. */
