@@ -26,10 +26,17 @@ function record(value: unknown, path: string): Json {
   return value;
 }
 
-function optionalRecord(from: Json, key: string, path: string): void {
+/** An optional object member; `check` reads it, at its own path, when it is there. */
+function optionalRecord(
+  from: Json,
+  key: string,
+  path: string,
+  check?: (value: Json, path: string) => void,
+): void {
   const value = from[key];
   if (value === undefined) return;
   if (!isRecord(value)) fail(`${path}.${key}`, "an object or null", value);
+  check?.(value, `${path}.${key}`);
 }
 
 function optionalString(from: Json, key: string, path: string): void {
@@ -115,54 +122,59 @@ function checkMetadata(obj: Json, path: string): void {
   optionalStringList(meta, "finalizers", at);
 }
 
+/** What every object a rule reads must be: its kind, sound metadata, and a spec object (at: the spec's path). */
+function objectWithSpec(
+  received: unknown,
+  path: string,
+  apiVersions: readonly string[],
+  kind: string,
+): { obj: Json; spec: Json; at: string } {
+  const obj = record(withoutNullMembers(received), path);
+  checkTypeMeta(obj, path, apiVersions, kind);
+  checkMetadata(obj, path);
+  const at = `${path}.spec`;
+  return { obj, spec: record(obj.spec, at), at };
+}
+
 /** A PersistentVolumeClaim as far as the claim rules read it. */
 export function claimOf(received: unknown, path: string): PersistentVolumeClaim {
-  const obj = record(withoutNullMembers(received), path);
-  checkTypeMeta(obj, path, ["v1"], "PersistentVolumeClaim");
-  checkMetadata(obj, path);
-  const spec = record(obj.spec, `${path}.spec`);
-  const at = `${path}.spec`;
+  const { obj, spec, at } = objectWithSpec(received, path, ["v1"], "PersistentVolumeClaim");
   optionalString(spec, "storageClassName", at);
   optionalString(spec, "volumeName", at);
   optionalString(spec, "volumeMode", at);
   optionalString(spec, "volumeAttributesClassName", at);
   optionalStringList(spec, "accessModes", at);
-  optionalRecord(spec, "resources", at);
-  if (isRecord(spec.resources)) {
-    optionalStringMap(spec.resources, "requests", `${at}.resources`);
-    optionalStringMap(spec.resources, "limits", `${at}.resources`);
-  }
-  optionalRecord(obj, "status", path);
-  if (isRecord(obj.status)) {
-    optionalString(obj.status, "phase", `${path}.status`);
-    optionalStringMap(obj.status, "capacity", `${path}.status`);
-  }
+  optionalRecord(spec, "resources", at, (resources, at) => {
+    optionalStringMap(resources, "requests", at);
+    optionalStringMap(resources, "limits", at);
+  });
+  optionalRecord(obj, "status", path, (status, at) => {
+    optionalString(status, "phase", at);
+    optionalStringMap(status, "capacity", at);
+  });
   return obj as unknown as PersistentVolumeClaim;
 }
 
 /** A PersistentVolume as far as the volume rules read it. */
 export function volumeOf(received: unknown, path: string): PersistentVolume {
-  const obj = record(withoutNullMembers(received), path);
-  checkTypeMeta(obj, path, ["v1"], "PersistentVolume");
-  checkMetadata(obj, path);
-  const spec = record(obj.spec, `${path}.spec`);
-  optionalString(spec, "persistentVolumeReclaimPolicy", `${path}.spec`);
+  const { obj, spec, at } = objectWithSpec(received, path, ["v1"], "PersistentVolume");
+  optionalString(spec, "persistentVolumeReclaimPolicy", at);
   return obj as unknown as PersistentVolume;
 }
 
 /** A VolumeAttachment as far as the attachment rules read it. */
 export function attachmentOf(received: unknown, path: string): VolumeAttachment {
-  const obj = record(withoutNullMembers(received), path);
-  checkTypeMeta(obj, path, ["storage.k8s.io/v1", "storage.k8s.io/v1beta1"], "VolumeAttachment");
-  checkMetadata(obj, path);
-  const spec = record(obj.spec, `${path}.spec`);
-  const at = `${path}.spec`;
+  const { obj, spec, at } = objectWithSpec(
+    received,
+    path,
+    ["storage.k8s.io/v1", "storage.k8s.io/v1beta1"],
+    "VolumeAttachment",
+  );
   optionalString(spec, "attacher", at);
   optionalString(spec, "nodeName", at);
-  optionalRecord(spec, "source", at);
-  if (isRecord(spec.source)) {
-    optionalString(spec.source, "persistentVolumeName", `${at}.source`);
-    optionalRecord(spec.source, "inlineVolumeSpec", `${at}.source`);
-  }
+  optionalRecord(spec, "source", at, (source, at) => {
+    optionalString(source, "persistentVolumeName", at);
+    optionalRecord(source, "inlineVolumeSpec", at);
+  });
   return obj as unknown as VolumeAttachment;
 }
