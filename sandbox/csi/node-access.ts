@@ -15,14 +15,14 @@ export function requirePath(method: string, field: string, value: string | undef
   return path;
 }
 
-export function requireVolume(ctx: DriverContext, method: string, id: string): VolumeRecord {
+function requireVolume(ctx: DriverContext, method: string, id: string): VolumeRecord {
   const volume = ctx.store.volumes.get(id);
   if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
   return volume;
 }
 
 /** The access mode of a well-formed capability that matches the volume's kind. */
-export function checkCapability(
+function checkCapability(
   ctx: DriverContext,
   method: string,
   volume: VolumeRecord,
@@ -38,7 +38,7 @@ export function checkCapability(
 }
 
 /** A driver that attaches serves a node only the volumes ControllerPublishVolume gave it. */
-export function requireControllerPublished(
+function requireControllerPublished(
   ctx: DriverContext,
   method: string,
   volume: VolumeRecord,
@@ -50,4 +50,36 @@ export function requireControllerPublished(
     "FAILED_PRECONDITION",
     `${method}: volume ${volume.id} is not published to node ${node} (ControllerPublishVolume first)`,
   );
+}
+
+/** What NodeUnstage and NodeUnpublish check: the volume id, then the path at `pathField`, then a known volume. */
+export function teardownTarget(
+  ctx: DriverContext,
+  method: string,
+  request: { volumeId?: string },
+  pathField: string,
+  path: string | undefined,
+): { id: string; path: string; volume: VolumeRecord } {
+  const id = requireField(method, "volume_id", request.volumeId);
+  const checkedPath = requirePath(method, pathField, path);
+  return { id, path: checkedPath, volume: requireVolume(ctx, method, id) };
+}
+
+/**
+ * What NodeStage and NodePublish check once their ids and paths are read: a
+ * capability, a known volume it fits, and (for a driver that attaches) a
+ * ControllerPublishVolume to this node. Answers the capability's access mode.
+ */
+export function mountTarget(
+  ctx: DriverContext,
+  method: string,
+  node: string,
+  id: string,
+  capability: VolumeCapability | undefined,
+): { volume: VolumeRecord; mode: CsiAccessMode } {
+  if (!capability) throw invalidArgument(`${method}: volume_capability missing in request`);
+  const volume = requireVolume(ctx, method, id);
+  const mode = checkCapability(ctx, method, volume, capability);
+  requireControllerPublished(ctx, method, volume, node);
+  return { volume, mode };
 }

@@ -4,8 +4,8 @@
 // file for a block volume) and the publication recorded.
 import type { Empty, NodePublishVolumeRequest, NodeUnpublishVolumeRequest } from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
-import { CsiError, invalidArgument } from "./errors.ts";
-import { checkCapability, requireControllerPublished, requirePath, requireVolume } from "./node-access.ts";
+import { CsiError } from "./errors.ts";
+import { mountTarget, requirePath, teardownTarget } from "./node-access.ts";
 import { makeNodePath, removeNodePath } from "./node-paths.ts";
 import { requireField } from "./validate.ts";
 
@@ -20,10 +20,7 @@ export async function publishNodeVolume(
   const readonly = req.readonly ?? false;
   const stages = ctx.config.nodeCapabilities.has("STAGE_UNSTAGE_VOLUME");
   const stagingPath = stages ? requirePath(method, "staging_target_path", req.stagingTargetPath) : "";
-  if (!req.volumeCapability) throw invalidArgument(`${method}: volume_capability missing in request`);
-  const volume = requireVolume(ctx, method, id);
-  const mode = checkCapability(ctx, method, volume, req.volumeCapability);
-  requireControllerPublished(ctx, method, volume, node);
+  const { volume, mode } = mountTarget(ctx, method, node, id, req.volumeCapability);
   if (stages) {
     const staged = volume.nodeStaged?.[node];
     if (!staged || staged.path !== stagingPath) {
@@ -72,10 +69,13 @@ export async function unpublishNodeVolume(
   node: string,
   req: NodeUnpublishVolumeRequest,
 ): Promise<Empty> {
-  const method = "NodeUnpublishVolume";
-  const id = requireField(method, "volume_id", req.volumeId);
-  const target = requirePath(method, "target_path", req.targetPath);
-  const volume = requireVolume(ctx, method, id);
+  const { path: target, volume } = teardownTarget(
+    ctx,
+    "NodeUnpublishVolume",
+    req,
+    "target_path",
+    req.targetPath,
+  );
   const mounts = volume.nodeMounts?.[node];
   if (!mounts?.[target]) return {};
   await removeNodePath(target, volume.kind);

@@ -5,7 +5,7 @@ import { mkdir } from "node:fs/promises";
 import type { Empty, NodeStageVolumeRequest, NodeUnstageVolumeRequest } from "../../shared/csi/types.ts";
 import type { DriverContext } from "./config.ts";
 import { CsiError } from "./errors.ts";
-import { checkCapability, requireControllerPublished, requirePath, requireVolume } from "./node-access.ts";
+import { mountTarget, requirePath, teardownTarget } from "./node-access.ts";
 import { removeNodePath } from "./node-paths.ts";
 import { requireField } from "./validate.ts";
 
@@ -17,11 +17,7 @@ export async function stageVolume(
   const method = "NodeStageVolume";
   const id = requireField(method, "volume_id", req.volumeId);
   const path = requirePath(method, "staging_target_path", req.stagingTargetPath);
-  if (!req.volumeCapability)
-    throw new CsiError("INVALID_ARGUMENT", `${method}: volume_capability missing in request`);
-  const volume = requireVolume(ctx, method, id);
-  const mode = checkCapability(ctx, method, volume, req.volumeCapability);
-  requireControllerPublished(ctx, method, volume, node);
+  const { volume, mode } = mountTarget(ctx, method, node, id, req.volumeCapability);
 
   const staged = volume.nodeStaged?.[node];
   if (staged) {
@@ -47,9 +43,7 @@ export async function unstageVolume(
   req: NodeUnstageVolumeRequest,
 ): Promise<Empty> {
   const method = "NodeUnstageVolume";
-  const id = requireField(method, "volume_id", req.volumeId);
-  const path = requirePath(method, "staging_target_path", req.stagingTargetPath);
-  const volume = requireVolume(ctx, method, id);
+  const { id, path, volume } = teardownTarget(ctx, method, req, "staging_target_path", req.stagingTargetPath);
   const staged = volume.nodeStaged?.[node];
   if (!staged || staged.path !== path) return {};
   const targets = Object.keys(volume.nodeMounts?.[node] ?? {}).sort();
