@@ -7,7 +7,7 @@
 // off → status detached → the PV's own check. A failure is recorded as
 // upstream does: backoff annotations, status error, then "retry later".
 import type { Plan } from "../controller/plan.ts";
-import type { VolumeAttachment } from "../kube/types.ts";
+import type { CSIPersistentVolumeSource, VolumeAttachment } from "../kube/types.ts";
 import type {
   AttacherStep,
   AttachmentRead,
@@ -31,6 +31,26 @@ export const couldNotSaveAttachment = "could not save VolumeAttachment";
 
 type Next = { read: AttachmentRead } | { fail: string } | { step: AttacherStep; outcome: string };
 
+/**
+ * The Secrets and node id a publish or unpublish sends, each read when the
+ * state lacks it; `fallback` (detach) is the VA whose recorded node id
+ * stands in for a CSINode that is gone.
+ */
+function secretsAndNode(
+  s: AttachmentState,
+  op: Failure["op"],
+  csi: CSIPersistentVolumeSource,
+  fallback: VolumeAttachment | undefined,
+): { next: Next } | { secrets: Record<string, string> | undefined; nodeId: string } {
+  const { nodeName } = s.va.spec;
+  if (s.secrets === undefined) return { next: { read: { read: "secrets", op, csi } } };
+  if (!s.secrets.ok) return { next: { fail: s.secrets.error } };
+  if (s.csiNode === undefined) return { next: { read: { read: "csiNode", op, nodeName } } };
+  const node = nodeIdFor(s.handler.driverName, nodeName, s.csiNode ?? undefined, fallback);
+  if (!node.ok) return { next: { fail: node.error } };
+  return { secrets: s.secrets.value, nodeId: node.nodeId };
+}
+
 /** Upstream csiAttach: everything is checked before the VA gets our finalizer, which blocks its deletion. */
 function attachChain(s: AttachmentState, forced: boolean): Next {
   const { va, handler } = s;
@@ -48,17 +68,14 @@ function attachChain(s: AttachmentState, forced: boolean): Next {
   }
   const capability = volumeCapabilityFor(source.spec, source.csi, handler.publish);
   if (!capability.ok) return { fail: capability.error };
-  if (s.secrets === undefined) return { read: { read: "secrets", op, csi: source.csi } };
-  if (!s.secrets.ok) return { fail: s.secrets.error };
-  if (s.csiNode === undefined) return { read: { read: "csiNode", op, nodeName: va.spec.nodeName } };
-  const node = nodeIdFor(handler.driverName, va.spec.nodeName, s.csiNode ?? undefined);
-  if (!node.ok) return { fail: node.error };
+  const node = secretsAndNode(s, op, source.csi, undefined);
+  if ("next" in node) return node.next;
   const patch = prepareAttachmentPatch(va, finalizer, node.nodeId);
   if (patch) {
     const step: AttacherStep = { op: "prepare-attachment", name: va.metadata.name, patch, resume: s };
     return { step, outcome: "adding the attacher finalizer and node id to the attachment" };
   }
-  const secrets = s.secrets.value;
+  const { secrets } = node;
   const request = buildPublishRequest({
     csi: source.csi,
     capability: capability.value,
@@ -75,18 +92,15 @@ function attachChain(s: AttachmentState, forced: boolean): Next {
 
 /** Upstream csiDetach: the node id recorded at attach stands in for a CSINode that is gone. */
 function detachChain(s: AttachmentState, forced: boolean): Next {
-  const { va, handler } = s;
+  const { va } = s;
   const op = "detach";
   if (s.pv === undefined) return { read: { read: "pv", op, name: attachedVolumeName(va) } };
   const source = resolveSource(va, s.pv ?? undefined, { forAttach: false });
   if (!source.ok) return { fail: source.error };
-  if (s.secrets === undefined) return { read: { read: "secrets", op, csi: source.csi } };
-  if (!s.secrets.ok) return { fail: s.secrets.error };
-  if (s.csiNode === undefined) return { read: { read: "csiNode", op, nodeName: va.spec.nodeName } };
-  const node = nodeIdFor(handler.driverName, va.spec.nodeName, s.csiNode ?? undefined, va);
-  if (!node.ok) return { fail: node.error };
-  const { nodeId } = node;
-  const request = buildUnpublishRequest({ csi: source.csi, nodeId, secrets: s.secrets.value });
+  const node = secretsAndNode(s, op, source.csi, va);
+  if ("next" in node) return node.next;
+  const { nodeId, secrets } = node;
+  const request = buildUnpublishRequest({ csi: source.csi, nodeId, secrets });
   const resume: AttachmentState = { ...s, stage: { at: "unpublished", nodeId, forced } };
   return { step: { op: "unpublish", request, nodeId, resume }, outcome: `unpublishing from node ${nodeId}` };
 }
