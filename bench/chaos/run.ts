@@ -326,25 +326,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await forwarder.ready;
 
     const claimKey = (name: string): string => `${namespace}/${name}`;
-    const mainClaims: { name: string; role: ClaimRole }[] = [
-      ...Array.from({ length: staticCount }, (_, i) => ({
-        name: `claim-s-${pad(i)}`,
-        role: "static" as const,
-      })),
-      ...Array.from({ length: dynamicCount }, (_, i) => ({
-        name: `claim-d-${pad(i)}`,
-        role: "dynamic" as const,
-      })),
+    const claimsOf = (prefix: string, count: number, role: ClaimRole) =>
+      Array.from({ length: count }, (_, i) => ({ name: `${prefix}-${pad(i)}`, role }));
+    const mainClaims = [
+      ...claimsOf("claim-s", staticCount, "static"),
+      ...claimsOf("claim-d", dynamicCount, "dynamic"),
     ];
-    const churnClaims: { name: string; role: ClaimRole }[] = [
-      ...Array.from({ length: churnStatic }, (_, i) => ({
-        name: `churn-s-${pad(i)}`,
-        role: "churn-static" as const,
-      })),
-      ...Array.from({ length: churnDynamic }, (_, i) => ({
-        name: `churn-d-${pad(i)}`,
-        role: "churn-dynamic" as const,
-      })),
+    const churnClaims = [
+      ...claimsOf("churn-s", churnStatic, "churn-static"),
+      ...claimsOf("churn-d", churnDynamic, "churn-dynamic"),
     ];
     const trace = new Trace();
     const unwrapDriver = trace.wrapDriver(sandbox.csi.driver);
