@@ -25,8 +25,8 @@ export interface WatchLoopSpec {
   kinds: readonly ResourceDescriptor[];
   pass: () => Promise<void>;
   periodMs: number;
-  /** Whether every watched change brings a pass, besides the period. */
-  onChange: boolean;
+  /** Whether every watched change brings a pass, besides the period; default yes. */
+  onChange?: boolean;
 }
 
 export class WatchLoop {
@@ -51,8 +51,8 @@ export class WatchLoop {
       new WatchCache({ kubeConfig: host.kubeConfig, json: this.json, resources: spec.kinds, log });
     if (!this.cache.covers(spec.kinds))
       throw new Error(`the watch cache given to ${spec.name} lacks kinds it reads`);
-    this.onChange = spec.onChange;
-    this.unsubscribe = spec.onChange ? this.cache.subscribe(() => this.reactor.poke()) : () => {};
+    this.onChange = spec.onChange ?? true;
+    this.unsubscribe = this.onChange ? this.cache.subscribe(() => this.reactor.poke()) : () => {};
   }
 
   /** Records Events as `component` on `host`, warning through this loop's logger when one fails. */

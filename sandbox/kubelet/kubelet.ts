@@ -124,7 +124,6 @@ export class SandboxKubelet {
       kinds: kubeletKinds,
       pass: () => this.pass(),
       periodMs: options.resyncMs ?? 500,
-      onChange: true,
     });
     this.events = this.loop.eventRecorder("kubelet", options.nodeName);
   }

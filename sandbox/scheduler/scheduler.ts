@@ -74,7 +74,6 @@ export class SandboxScheduler {
       kinds: schedulerKinds,
       pass: () => this.pass(),
       periodMs: options.resyncMs ?? 1000,
-      onChange: true,
     });
     this.events = this.loop.eventRecorder(schedulerName, "sandbox");
   }
