@@ -269,11 +269,13 @@ export interface GetCapacityResponse {
 
 export type ControllerGetCapabilitiesRequest = Empty;
 
-/** oneof type { rpc } */
-export interface ControllerServiceCapability {
-  rpc?: { type: ControllerRpcType };
+/** A Controller or Node service capability: oneof type { rpc }. */
+interface RpcCapability<T extends string> {
+  rpc?: { type: T };
   type?: "rpc";
 }
+
+export type ControllerServiceCapability = RpcCapability<ControllerRpcType>;
 
 export interface ControllerGetCapabilitiesResponse {
   capabilities: ControllerServiceCapability[];
@@ -324,13 +326,17 @@ export interface ControllerExpandVolumeResponse {
 
 // ---- Node ------------------------------------------------------------------
 
-export interface NodeStageVolumeRequest {
+/** What NodeStageVolume and NodePublishVolume both say about the volume. */
+interface NodeVolumeRequest {
   volumeId: string;
   publishContext?: StringMap;
-  stagingTargetPath: string;
   volumeCapability?: VolumeCapability;
   secrets?: StringMap;
   volumeContext?: StringMap;
+}
+
+export interface NodeStageVolumeRequest extends NodeVolumeRequest {
+  stagingTargetPath: string;
 }
 
 export type NodeStageVolumeResponse = Empty;
@@ -342,16 +348,11 @@ export interface NodeUnstageVolumeRequest {
 
 export type NodeUnstageVolumeResponse = Empty;
 
-export interface NodePublishVolumeRequest {
-  volumeId: string;
-  publishContext?: StringMap;
+export interface NodePublishVolumeRequest extends NodeVolumeRequest {
   /** Set when the plugin has STAGE_UNSTAGE_VOLUME. */
   stagingTargetPath?: string;
   targetPath: string;
-  volumeCapability?: VolumeCapability;
   readonly?: boolean;
-  secrets?: StringMap;
-  volumeContext?: StringMap;
 }
 
 export type NodePublishVolumeResponse = Empty;
@@ -365,11 +366,7 @@ export type NodeUnpublishVolumeResponse = Empty;
 
 export type NodeGetCapabilitiesRequest = Empty;
 
-/** oneof type { rpc } */
-export interface NodeServiceCapability {
-  rpc?: { type: NodeRpcType };
-  type?: "rpc";
-}
+export type NodeServiceCapability = RpcCapability<NodeRpcType>;
 
 export interface NodeGetCapabilitiesResponse {
   capabilities: NodeServiceCapability[];
