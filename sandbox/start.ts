@@ -6,6 +6,7 @@
 import { join, resolve } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { KubeJsonClient } from "../shared/kube/json-client.ts";
+import { annControllerManagedAttachDetach } from "../shared/kube/well-known.ts";
 import { createLogger } from "../shared/log.ts";
 import { type ApiServerHandle, startApiServer } from "./apiserver/server.ts";
 import { WatchCache } from "./cluster/watch-cache.ts";
@@ -147,7 +148,7 @@ export function clusterObjects(
           "topology.kubernetes.io/zone": `sandbox-zone-${String.fromCharCode(97 + (i % 26))}`,
           [config.topologyKey]: node,
         },
-        annotations: { "volumes.kubernetes.io/controller-managed-attach-detach": "true" },
+        annotations: { [annControllerManagedAttachDetach]: "true" },
       },
       spec: {},
       status: {

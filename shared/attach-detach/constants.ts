@@ -9,6 +9,8 @@ export const reason = {
 } as const;
 
 export const message = {
+  notControllerManaged:
+    "the node's kubelet manages attach and detach (no volumes.kubernetes.io/controller-managed-attach-detach)",
   attached: (pv: string) => `AttachVolume.Attach succeeded for volume "${pv}"`,
   attachFailed: (pv: string, err: string) => `AttachVolume.Attach failed for volume "${pv}" : ${err}`,
   multiAttach: (pv: string, detail: string) => `Multi-Attach error for volume "${pv}" ${detail}`,

@@ -14,7 +14,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../kube/types.ts";
-import { annAttachLock } from "../kube/well-known.ts";
+import { annAttachLock, annControllerManagedAttachDetach } from "../kube/well-known.ts";
 import {
   annAttachErrorReported,
   annAttachReported,
@@ -125,6 +125,9 @@ function annotate(va: VolumeAttachment, key: string, value: string | undefined):
 }
 
 export function reconcileNode(input: NodeReconcileInput): NodePlan {
+  // Observed: the node's kubelet attaches its volumes itself; upstream's controller leaves it alone.
+  if (input.node && input.node.metadata.annotations?.[annControllerManagedAttachDetach] === undefined)
+    return { steps: [], followUpVolumes: [], summary: [message.notControllerManaged] };
   const steps: AttachDetachStep[] = [];
   const summary: string[] = [];
   const followUpVolumes: string[] = [];

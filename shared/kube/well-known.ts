@@ -44,3 +44,9 @@ export const provisioningFinalizer = "storage.kube-storage-functions.io/provisio
  * at once for different nodes can never attach the volume twice.
  */
 export const annAttachLock = "attachdetach.kube-storage-functions.io/node";
+
+/**
+ * On a Node: its kubelet leaves attach and detach to the attach/detach controller (upstream
+ * looks only at the annotation's presence). Nodes without it attach their volumes themselves.
+ */
+export const annControllerManagedAttachDetach = "volumes.kubernetes.io/controller-managed-attach-detach";

@@ -19,6 +19,7 @@ import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { nodes, pods, volumeAttachments } from "../../shared/kube/resources.ts";
 import type { KubeObject, Node, VolumeAttachment } from "../../shared/kube/types.ts";
+import { annControllerManagedAttachDetach } from "../../shared/kube/well-known.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
@@ -71,7 +72,7 @@ function nodeObject(
   return {
     apiVersion: "v1",
     kind: "Node",
-    metadata: { name },
+    metadata: { name, annotations: { [annControllerManagedAttachDetach]: "true" } },
     spec: {},
     status: {
       conditions: [{ type: "Ready", status: opts.ready === false ? "False" : "True" }],

@@ -29,7 +29,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
-import { annAttachLock } from "../../shared/kube/well-known.ts";
+import { annAttachLock, annControllerManagedAttachDetach } from "../../shared/kube/well-known.ts";
 
 const driver = "hostpath.csi.k8s.io";
 const now = new Date("2026-01-01T00:10:00Z");
@@ -47,7 +47,7 @@ function node(
   return {
     apiVersion: "v1",
     kind: "Node",
-    metadata: { name, resourceVersion: "7" },
+    metadata: { name, resourceVersion: "7", annotations: { [annControllerManagedAttachDetach]: "true" } },
     spec: taint ? { taints: [{ key: "node.kubernetes.io/out-of-service", ...taint }] } : {},
     status: {
       conditions: [{ type: "Ready", status: opts.ready === false ? "False" : "True" }],
@@ -388,6 +388,18 @@ describe("attach/detach: reconcile", () => {
         attachments: [va("pv1", "node-a")],
       },
       want: ["delete-attachment pv1@node-a"],
+    },
+    {
+      // Upstream's controller only manages nodes annotated volumes.kubernetes.io/controller-managed-attach-detach.
+      name: "a node whose kubelet manages attach/detach: nothing attached, detached or listed",
+      in: {
+        node: { ...node("node-a"), metadata: { name: "node-a", resourceVersion: "7" } },
+        pods: [pod("p", "c", "node-a")],
+        claims: [claim("c", "pv1")],
+        volumes: [pv("pv1", "c"), pv("pv2", "c2", { lock: "node-a" })],
+        attachments: [va("pv2", "node-a", { status: { attached: true } })],
+      },
+      want: [],
     },
   ];
   for (const c of cases) {

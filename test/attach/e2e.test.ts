@@ -23,6 +23,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
+import { annControllerManagedAttachDetach } from "../../shared/kube/well-known.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 import { driverName, type StorageSystem, startStorageSystem } from "../helpers/storage-system.ts";
 
@@ -33,7 +34,11 @@ function secondNode(): object[] {
     {
       apiVersion: "v1",
       kind: "Node",
-      metadata: { name: "node-b", labels: { "topology.hostpath.csi/node": "sandbox-node" } },
+      metadata: {
+        name: "node-b",
+        labels: { "topology.hostpath.csi/node": "sandbox-node" },
+        annotations: { [annControllerManagedAttachDetach]: "true" },
+      },
       spec: {},
       status: { conditions: [{ type: "Ready", status: "True" }] },
     },

@@ -55,6 +55,7 @@ import type {
 import {
   annAttachLock,
   annBetaStorageProvisioner,
+  annControllerManagedAttachDetach,
   annDynamicallyProvisioned,
   annSelectedNode,
   annStorageProvisioner,
@@ -663,7 +664,7 @@ const worldArb: fc.Arbitrary<World> = fc
       nodes.set(name, {
         apiVersion: "v1",
         kind: "Node",
-        metadata: { name },
+        metadata: { name, annotations: { [annControllerManagedAttachDetach]: "true" } },
         spec: n.outOfService ? { taints: [{ key: outOfServiceTaint, effect: "NoExecute" }] } : {},
         status: { conditions: [{ type: "Ready", status: n.ready ? "True" : "False" }], volumesInUse: inUse },
       });
