@@ -23,6 +23,7 @@ import { FUNCTION_NODE_OPTIONS, FUNCTION_PROCESS_ENV } from "../functions/node-o
 import { FUNCTION_NAMES, type FunctionName } from "../functions/serve.ts";
 import { buildFunctions, DEFAULT_FUNCTIONS_OUT_DIR, SERVE_BUNDLE } from "../scripts/build-functions.ts";
 import { primeCodeCache } from "../scripts/prime-code-cache.ts";
+import { claimAdmissionReview } from "../shared/admission/claim-review.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
 import {
   atMost,
@@ -108,24 +109,14 @@ function firstRequest(name: FunctionName): { path: string; body: object } {
     case "admission":
       return {
         path: "/mutate/persistentvolumeclaims",
-        body: {
-          apiVersion: "admission.k8s.io/v1",
-          kind: "AdmissionReview",
-          request: {
-            uid: "00000000-0000-4000-8000-000000000001",
-            kind: { group: "", version: "v1", kind: "PersistentVolumeClaim" },
-            resource: { group: "", version: "v1", resource: "persistentvolumeclaims" },
-            requestKind: { group: "", version: "v1", kind: "PersistentVolumeClaim" },
-            requestResource: { group: "", version: "v1", resource: "persistentvolumeclaims" },
-            name: "cold",
-            namespace: "default",
-            operation: "CREATE",
-            userInfo: { username: "bench", groups: ["system:authenticated"] },
-            object: coldClaim(undefined),
-            oldObject: null,
-            dryRun: false,
-          },
-        },
+        body: claimAdmissionReview({
+          uid: "00000000-0000-4000-8000-000000000001",
+          operation: "CREATE",
+          name: "cold",
+          namespace: "default",
+          userInfo: { username: "bench", groups: ["system:authenticated"] },
+          object: coldClaim(undefined),
+        }),
       };
     case "attacher":
       return { path: "/", body: { type: "MODIFIED", object: coldVolume() } };

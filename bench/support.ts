@@ -14,6 +14,7 @@ import { FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
 import { type Sandbox, type SandboxOptions, startSandbox } from "../sandbox/start.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../scripts/build-functions.ts";
 import { primeCodeCache } from "../scripts/prime-code-cache.ts";
+import { claimAdmissionReview } from "../shared/admission/claim-review.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -339,27 +340,14 @@ export function claim(name: string, extra: { storageClassName?: string; storage?
 
 /** The CREATE AdmissionReview kube-apiserver sends for `claim(name)` (v1, dryRun false). */
 export function claimCreateReview(name: string, uid: string): object {
-  const gvk = { group: "", version: "v1", kind: "PersistentVolumeClaim" };
-  const gvr = { group: "", version: "v1", resource: "persistentvolumeclaims" };
-  return {
-    apiVersion: "admission.k8s.io/v1",
-    kind: "AdmissionReview",
-    request: {
-      uid,
-      kind: gvk,
-      resource: gvr,
-      requestKind: gvk,
-      requestResource: gvr,
-      name,
-      namespace: "default",
-      operation: "CREATE",
-      userInfo: { username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] },
-      object: claim(name),
-      oldObject: null,
-      dryRun: false,
-      options: { apiVersion: "meta.k8s.io/v1", kind: "CreateOptions" },
-    },
-  };
+  return claimAdmissionReview({
+    uid,
+    operation: "CREATE",
+    name,
+    namespace: "default",
+    userInfo: { username: "kubernetes-admin", groups: ["system:masters", "system:authenticated"] },
+    object: claim(name),
+  });
 }
 
 /** Counters of the sandbox API server as a plain object (verb + resource -> requests). */

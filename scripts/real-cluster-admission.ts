@@ -38,6 +38,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { parseAllDocuments } from "yaml";
+import { claimAdmissionReview } from "../shared/admission/claim-review.ts";
 import { isNotFound } from "../shared/kube/api-errors.ts";
 import { loadKubeConfig } from "../shared/kube/client.ts";
 import { KubeApiError, KubeJsonClient } from "../shared/kube/json-client.ts";
@@ -222,27 +223,15 @@ function askFunction(
 }
 
 function claimUpdateReview(next: PersistentVolumeClaim, old: PersistentVolumeClaim): object {
-  const kind = { group: "", version: "v1", kind: "PersistentVolumeClaim" };
-  const resource = { group: "", version: "v1", resource: "persistentvolumeclaims" };
-  return {
-    kind: "AdmissionReview",
-    apiVersion: "admission.k8s.io/v1",
-    request: {
-      uid: randomUUID(),
-      kind,
-      resource,
-      requestKind: kind,
-      requestResource: resource,
-      name: old.metadata.name,
-      namespace: old.metadata.namespace,
-      operation: "UPDATE",
-      userInfo: { username: "real-cluster-admission" },
-      object: next,
-      oldObject: old,
-      dryRun: false,
-      options: { kind: "UpdateOptions", apiVersion: "meta.k8s.io/v1" },
-    },
-  };
+  return claimAdmissionReview({
+    uid: randomUUID(),
+    operation: "UPDATE",
+    name: old.metadata.name,
+    namespace: old.metadata.namespace ?? "",
+    userInfo: { username: "real-cluster-admission" },
+    object: next,
+    oldObject: old,
+  });
 }
 
 /** A kube-apiserver of our own, started from the real cluster's binaries and PKI. */
