@@ -9,6 +9,7 @@ import type { RequestOutcome } from "./create-volume-request.ts";
 import { sourceOf } from "./data-source-ref.ts";
 import {
   backoffAnnotations,
+  type EventStep,
   type Progress,
   type ProvisionerStep,
   withoutAnnotations,
@@ -37,7 +38,7 @@ export interface ClaimState {
   sourceClaims?: readonly PersistentVolumeClaim[];
 }
 
-export function claimWarning(claim: PersistentVolumeClaim, text: string): ProvisionerStep {
+export function claimWarning(claim: PersistentVolumeClaim, text: string): EventStep {
   return { op: "event", object: claim, type: "Warning", reason: reason.provisioningFailed, message: text };
 }
 

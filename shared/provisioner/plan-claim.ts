@@ -12,7 +12,7 @@ import { type ClaimState, claimWarning, recordingVolume, releaseSteps, saveOutco
 import { type SourceRef, stillProvisioningFrom } from "./data-source-ref.ts";
 import { decideClaim } from "./decide-claim.ts";
 import { provisionRound } from "./plan-provision.ts";
-import { type Needs, type ProvisionerPlan, withFinalizer } from "./steps.ts";
+import { type Needs, type ProvisionerPlan, warnedFailure, withFinalizer } from "./steps.ts";
 
 export function planClaimRound(s: ClaimState): ProvisionerPlan | Needs {
   const round = claimRound(s);
@@ -41,11 +41,7 @@ function claimRound(s: ClaimState): ProvisionerPlan | Needs {
     case "backoff":
       return { steps: [], outcome: `backing off until ${decision.until}` };
     case "fail":
-      return {
-        steps: [claimWarning(claim, decision.message)],
-        outcome: "provisioning failed",
-        error: decision.message,
-      };
+      return warnedFailure(claimWarning(claim, decision.message), "provisioning failed");
     case "release-intent":
       return {
         steps: [...(decision.warning ? [claimWarning(claim, decision.warning)] : []), ...releaseSteps(claim)],
@@ -73,11 +69,8 @@ function claimRound(s: ClaimState): ProvisionerPlan | Needs {
  */
 function cleanupRound(s: ClaimState, pvName: string, why: string): ProvisionerPlan | Needs {
   const { claim, storageClass, progress: p } = s;
-  const blocked = (text: string): ProvisionerPlan => ({
-    steps: [claimWarning(claim, text)],
-    outcome: "cleanup blocked",
-    error: text,
-  });
+  const blocked = (text: string): ProvisionerPlan =>
+    warnedFailure(claimWarning(claim, text), "cleanup blocked");
   if (!storageClass) {
     const cls = claimClass(claim);
     return blocked(

@@ -6,10 +6,12 @@ import { pvDeletionProtectionFinalizer } from "../kube/well-known.ts";
 import { reason } from "./constants.ts";
 import { decideVolume } from "./decide-volume.ts";
 import {
+  type EventStep,
   type Needs,
   type Progress,
   type ProvisionerPlan,
   type ProvisionerStep,
+  warnedFailure,
   withFinalizer,
   withoutFinalizer,
 } from "./steps.ts";
@@ -27,7 +29,7 @@ export interface VolumeState {
   secrets?: { ok: true; value: Record<string, string> | undefined } | { ok: false; error: string };
 }
 
-function volumeWarning(volume: PersistentVolume, text: string): ProvisionerStep {
+function volumeWarning(volume: PersistentVolume, text: string): EventStep {
   return { op: "event", object: volume, type: "Warning", reason: reason.volumeFailedDelete, message: text };
 }
 
@@ -42,11 +44,7 @@ export function planVolumeRound(s: VolumeState): ProvisionerPlan | Needs {
     case "ignore":
       return { steps: [], outcome: decision.reason };
     case "blocked":
-      return {
-        steps: [volumeWarning(volume, decision.message)],
-        outcome: "deletion waits for detach",
-        error: decision.message,
-      };
+      return warnedFailure(volumeWarning(volume, decision.message), "deletion waits for detach");
     case "add-finalizer":
       return {
         steps: [{ op: "write-volume", volume: withFinalizer(volume, pvDeletionProtectionFinalizer) }],

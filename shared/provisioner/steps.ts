@@ -79,6 +79,13 @@ export type ProvisionerFact = Progress & { claim?: PersistentVolumeClaim };
 
 export type ProvisionerPlan = Plan<ProvisionerStep, never>;
 
+export type EventStep = Extract<ProvisionerStep, { op: "event" }>;
+
+/** A round that fails with one Warning: its message is the error the round reports. */
+export function warnedFailure(warning: EventStep, outcome: string): ProvisionerPlan {
+  return { steps: [warning], outcome, error: warning.message };
+}
+
 /** A round that cannot be decided before the loader reads more. */
 export interface Needs {
   needs: "request" | "current-claim" | "source-claims" | "secrets";
