@@ -147,7 +147,8 @@ test("npm run bench prints exactly one JSON document on stdout, progress on stde
       "--bind-runs",
       "1",
     ],
-    { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] },
+    // A KUBECONFIG in the caller's environment would point the bench at that server (bench/real).
+    { cwd: REPO, env: { ...process.env, KUBECONFIG: "" }, stdio: ["ignore", "pipe", "pipe"] },
   );
   let out = "";
   let err = "";
