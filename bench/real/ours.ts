@@ -34,9 +34,9 @@ import { type Child, readyLine, startChild } from "./processes.ts";
 export const WEBHOOK_CONFIG_NAME = "kube-storage-functions-bench";
 
 /**
- * The workloads run no pods, so the attach/detach controller has nothing to
- * do on either side and runs on neither (ours would also delete the bench's
- * VolumeAttachments: it treats every node as controller-managed).
+ * The workloads run no pods and the bench's node is not controller-managed
+ * (no volumes.kubernetes.io/controller-managed-attach-detach), so the
+ * attach/detach controller has nothing to do; it runs on neither side.
  */
 export const BENCH_FUNCTIONS = systemFunctions.filter((f) => f.name !== "attach-detach");
 
