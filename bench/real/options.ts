@@ -40,13 +40,30 @@ export interface RealBenchParams {
   timeoutSeconds: number;
 }
 
+const DEFAULT_BIN_DIR = "~/.cache/kube-storage-functions/real-cluster/bin";
+
+export const USAGE = `usage: npm run bench -- --kubeconfig PATH [options]   (or KUBECONFIG set; npm run bench:real -- ...)
+  --workloads LIST           of provision,delete,bind,lateVolume,attach (all; delete needs provision)
+  --skip LIST                leave these out
+  --claims N                 claims provisioned, then deleted (200)
+  --bind-sizes N,N           static PV/claim pairs bound, a run per size (100,1000)
+  --late-runs N              runs of a PV created after its claim; the median is the figure (5)
+  --attachments N            VolumeAttachments attached (100)
+  --rounds N                 rounds of ours (and of upstream's with --compare, alternating) (1)
+  --compare                  also run upstream's kube-controller-manager, csi-provisioner, csi-attacher, hostpathplugin
+  --upstream-defaults        upstream with its default QPS, burst and workers instead of 100 / 200 / 100
+  --upstream-bin-dir DIR     where upstream's binaries are (UPSTREAM_BIN_DIR; ${DEFAULT_BIN_DIR})
+  --kube-controller-manager, --csi-provisioner, --csi-attacher, --hostpath-plugin PATH
+                             one binary each (KUBE_CONTROLLER_MANAGER, CSI_PROVISIONER, CSI_ATTACHER, HOSTPATH_PLUGIN)
+  --resync-seconds N         how often our controllers get POST /resync (60, the PingSources' minute)
+  --forwarder-concurrency N  forwarder deliveries in flight per function (the forwarder's default)
+  --timeout-seconds N        longest wait for one workload (600)`;
+
 export class RealBenchUsageError extends Error {
   override name = "RealBenchUsageError";
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
-
-const DEFAULT_BIN_DIR = "~/.cache/kube-storage-functions/real-cluster/bin";
 
 /** True when the bench should run against a real API server instead of the sandbox. */
 export function wantsRealServer(args: readonly string[], env: Env): boolean {

@@ -9,18 +9,15 @@
 //   bash ../shared/real-cluster/build.sh up
 //   npm run bench -- --kubeconfig ~/.cache/kube-storage-functions/real-cluster/kubeconfig
 //
-// Options (defaults: the issue's table): --workloads provision,delete,bind,lateVolume,attach
-// --skip <same> --claims 200 --bind-sizes 100,1000 --late-runs 5 --attachments 100
-// --rounds 1 --compare [--upstream-defaults] --upstream-bin-dir DIR (or --kube-controller-manager,
-// --csi-provisioner, --csi-attacher, --hostpath-plugin; env UPSTREAM_BIN_DIR, ...)
-// --resync-seconds 60 --forwarder-concurrency N --timeout-seconds 600
+// Options: --help (options.ts USAGE); the defaults are the issue's table.
 
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { KubeConfigError } from "../../shared/kube/client.ts";
 import { cpuLoopMs, cpuSnapshot, load, otherLoad, progress, round } from "../support.ts";
 import { type Figures, medianFigures, type Ratio, ratios, realSummary, type SummaryLine } from "./figures.ts";
-import { type RealBenchParams, RealBenchUsageError, realParamsFromArgs } from "./options.ts";
+import { type RealBenchParams, RealBenchUsageError, realParamsFromArgs, USAGE } from "./options.ts";
 import { type Stack, startOurStack } from "./ours.ts";
 import { type ApiServer, connect } from "./server.ts";
 import { startUpstreamStack } from "./upstream.ts";
@@ -208,19 +205,34 @@ export async function runRealBench(params: RealBenchParams): Promise<RealBenchRe
 
 /** The entry `bench/run.ts` hands over to when a kubeconfig is given. */
 export async function mainReal(args: readonly string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
   let params: RealBenchParams;
   try {
     params = realParamsFromArgs(args, process.env);
   } catch (err) {
     if (err instanceof RealBenchUsageError) {
-      process.stderr.write(`bench: ${err.message}\n`);
+      process.stderr.write(`bench: ${err.message}\n${USAGE}\n`);
       return 2;
     }
     throw err;
   }
-  const report = await runRealBench(params);
-  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-  return report.rounds.some((r) => r.error) ? 1 : 0;
+  try {
+    const report = await runRealBench(params);
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    return report.rounds.some((r) => r.error) ? 1 : 0;
+  } catch (err) {
+    if (err instanceof KubeConfigError) {
+      process.stderr.write(`bench: ${err.message}\n`);
+      return 2;
+    }
+    process.stderr.write(
+      `bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    return 1;
+  }
 }
 
 if (import.meta.main) {

@@ -23,7 +23,7 @@ async function executable(path: string, what: string): Promise<void> {
     await access(path, constants.X_OK);
   } catch {
     throw new Error(
-      `${what} not found at ${path} (bash ../shared/real-cluster/build.sh builds it; or give its path, see --help in bench/real/run.ts)`,
+      `${what} not found at ${path} (bash ../shared/real-cluster/build.sh builds it; or give its path, see npm run bench:real -- --help)`,
     );
   }
 }
