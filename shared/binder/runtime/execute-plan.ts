@@ -6,7 +6,7 @@
 import type { Executors, StepRun } from "../../controller/index.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { persistentVolumeClaims, persistentVolumes, type ResourceDescriptor } from "../../kube/resources.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { KubeObject } from "../../kube/types.ts";
 import type { FollowUp, PlanStep } from "../plan.ts";
 
@@ -25,24 +25,27 @@ function conditional<T extends KubeObject>(planned: T, run: Run): T {
   return { ...planned, metadata: { ...planned.metadata, resourceVersion } };
 }
 
+function recorded(run: Run, written: KubeObject): number {
+  run.wrote(objectId(written), written.metadata.resourceVersion);
+  return 1;
+}
+
 export function binderExecutors(kube: KubeJsonClient, events: EventSink): Executors<PlanStep, FollowUp> {
-  /** One conditional PUT (of the status subresource when `status`); its answer's resourceVersion is what later writes build on. */
-  async function replace(
-    resource: ResourceDescriptor,
-    planned: KubeObject,
-    run: Run,
-    status: boolean,
-  ): Promise<number> {
-    const options = status ? ({ subresource: "status" } as const) : undefined;
-    const written = await kube.replace(resource, conditional(planned, run), options);
-    run.wrote(objectId(written), written.metadata.resourceVersion);
-    return 1;
-  }
   return {
-    "update-volume": (step, run) => replace(persistentVolumes, step.volume, run, false),
-    "update-volume-status": (step, run) => replace(persistentVolumes, step.volume, run, true),
-    "update-claim": (step, run) => replace(persistentVolumeClaims, step.claim, run, false),
-    "update-claim-status": (step, run) => replace(persistentVolumeClaims, step.claim, run, true),
+    "update-volume": async (step, run) =>
+      recorded(run, await kube.replace(persistentVolumes, conditional(step.volume, run))),
+    "update-volume-status": async (step, run) =>
+      recorded(
+        run,
+        await kube.replace(persistentVolumes, conditional(step.volume, run), { subresource: "status" }),
+      ),
+    "update-claim": async (step, run) =>
+      recorded(run, await kube.replace(persistentVolumeClaims, conditional(step.claim, run))),
+    "update-claim-status": async (step, run) =>
+      recorded(
+        run,
+        await kube.replace(persistentVolumeClaims, conditional(step.claim, run), { subresource: "status" }),
+      ),
     async event(step, run) {
       // Events never block or fail the sync; they are awaited before answering.
       run.defer(events.event(step.object, step.type, step.reason, step.message));
