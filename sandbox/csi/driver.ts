@@ -118,14 +118,19 @@ const recordFreeMethods: ReadonlySet<CsiMethodName> = new Set<CsiMethodName>([
   "NodeGetInfo",
 ]);
 
-/** A volume as the driver holds it, for leak checks. */
-export interface BackingVolume {
-  volumeId: string;
+/** What the driver shows of every volume and snapshot it holds. */
+interface BackingRecord {
   name: string;
-  capacityBytes: number;
   kind: VolumeKind;
   /** Absolute path of the directory (mount) or sparse file (block). */
   path: string;
+  createdAt: string;
+}
+
+/** A volume as the driver holds it, for leak checks. */
+export interface BackingVolume extends BackingRecord {
+  volumeId: string;
+  capacityBytes: number;
   publishedNodes: string[];
   /** Where NodeStageVolume staged it, per node. */
   staged: { node: string; path: string }[];
@@ -134,17 +139,12 @@ export interface BackingVolume {
   contentSource?: ContentSourceRecord;
   accessibleTopology: Record<string, string>[];
   parameters: Record<string, string>;
-  createdAt: string;
 }
 
-export interface BackingSnapshot {
+export interface BackingSnapshot extends BackingRecord {
   snapshotId: string;
-  name: string;
   sourceVolumeId: string;
   sizeBytes: number;
-  kind: VolumeKind;
-  path: string;
-  createdAt: string;
 }
 
 export interface DriverStats {
@@ -311,10 +311,8 @@ export class CsiDriver {
   listBackingVolumes(): BackingVolume[] {
     return [...this.ctx.store.volumes.values()].sort(oldestFirst).map((v) => ({
       volumeId: v.id,
-      name: v.name,
+      ...this.backingRecord(v),
       capacityBytes: v.capacityBytes,
-      kind: v.kind,
-      path: this.ctx.store.abs(v.path),
       publishedNodes: Object.keys(v.publishedNodes).sort(),
       staged: Object.entries(v.nodeStaged ?? {})
         .map(([node, s]) => ({ node, path: s.path }))
@@ -332,20 +330,25 @@ export class CsiDriver {
       ...(v.contentSource ? { contentSource: { ...v.contentSource } } : {}),
       accessibleTopology: v.accessibleTopology.map((t) => ({ ...t })),
       parameters: { ...v.parameters },
-      createdAt: v.createdAt,
     }));
   }
 
   listBackingSnapshots(): BackingSnapshot[] {
     return [...this.ctx.store.snapshots.values()].sort(oldestFirst).map((s) => ({
       snapshotId: s.id,
-      name: s.name,
+      ...this.backingRecord(s),
       sourceVolumeId: s.sourceVolumeId,
       sizeBytes: s.sizeBytes,
-      kind: s.kind,
-      path: this.ctx.store.abs(s.path),
-      createdAt: s.createdAt,
     }));
+  }
+
+  private backingRecord(r: {
+    name: string;
+    kind: VolumeKind;
+    path: string;
+    createdAt: string;
+  }): BackingRecord {
+    return { name: r.name, kind: r.kind, path: this.ctx.store.abs(r.path), createdAt: r.createdAt };
   }
 
   /** Nodes the volume is published to, sorted; empty for an unknown volume. */
