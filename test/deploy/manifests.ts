@@ -100,7 +100,7 @@ export function field(value: unknown, path: string): unknown {
 export interface Container {
   name?: string;
   image?: string;
-  ports?: { containerPort: number }[];
+  ports?: { containerPort: number; protocol?: string }[];
   env?: { name: string; value?: string }[];
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
   readinessProbe?: unknown;
