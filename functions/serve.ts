@@ -10,6 +10,7 @@
 // scripts/prime-code-cache.ts runs it for the image.
 
 import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { loadBundle } from "./load-bundle.ts";
 
@@ -39,7 +40,16 @@ class UsageError extends Error {
   override name = "UsageError";
 }
 
+/** Why this Node cannot run the functions, or undefined: @kubernetes/client-node 2.x needs Node 24. */
+export function unsupportedNode(version: string): string | undefined {
+  const major = Number(/^v?(\d+)\./.exec(version)?.[1]);
+  if (Number.isInteger(major) && major >= 24) return undefined;
+  return `Node.js 24 or newer is required, this is ${version} (README "Node version")`;
+}
+
 async function main(): Promise<void> {
+  const tooOld = unsupportedNode(process.version);
+  if (tooOld) throw new UsageError(tooOld);
   const requested = process.env.FUNCTION?.trim() ?? "";
   const expected = `expected one of: ${FUNCTION_NAMES.join(", ")}`;
   if (requested === "")
@@ -80,7 +90,11 @@ async function main(): Promise<void> {
   await loaded.exports.main();
 }
 
-if (import.meta.main) {
+// import.meta.main is Node 24's: an older Node must still run main() to be told it is too old.
+const runDirectly =
+  import.meta.main ??
+  (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === resolve(process.argv[1]));
+if (runDirectly) {
   main().catch((err: unknown) => {
     if (err instanceof UsageError) {
       process.stderr.write(`serve: ${err.message}\n`);

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { entryPath, FUNCTION_NAMES, isFunctionName } from "../../functions/serve.ts";
+import { entryPath, FUNCTION_NAMES, isFunctionName, unsupportedNode } from "../../functions/serve.ts";
 
 const serveScript = fileURLToPath(new URL("../../functions/serve.ts", import.meta.url));
 
@@ -65,4 +65,11 @@ test("a function whose entry is missing exits 2 saying so", () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("a Node older than 24 is refused with a message naming Node 24; 24 and later run", () => {
+  for (const old of ["v20.20.2", "v22.19.0", "v23.11.1"])
+    assert.match(unsupportedNode(old) ?? "", /Node\.js 24 or newer is required, this is v2\d/);
+  for (const ok of ["v24.0.0", "v24.21.0", "v25.1.0"]) assert.equal(unsupportedNode(ok), undefined);
+  assert.equal(unsupportedNode(process.version), undefined, "the project's own node");
 });
