@@ -101,13 +101,13 @@ function ceHeaders(
 describe("binder function over HTTP", () => {
   it("binds on forwarded watch events and answers with what it did", async () => {
     const volume = await kube.create(persistentVolumes, pv("pv-a", "1Gi"));
-    const claim = await kube.create(persistentVolumeClaims, pvc("claim-a", "1Gi"));
     const r1 = await request(app)
       .post("/")
       .set("content-type", "application/json")
       .send(watchEvent("ADDED", volume));
     assert.equal(r1.status, 200);
     assert.equal(r1.body.results[0].synced[0].outcome, "volume is available");
+    const claim = await kube.create(persistentVolumeClaims, pvc("claim-a", "1Gi"));
     const r2 = await request(app)
       .post("/")
       .set("content-type", "application/json")
@@ -121,8 +121,8 @@ describe("binder function over HTTP", () => {
 
   it("takes ApiServerSource CloudEvents in binary and structured mode; a deleted claim releases its volume", async () => {
     const volume = await kube.create(persistentVolumes, pv("pv-ce", "1Gi"));
-    const claim = await kube.create(persistentVolumeClaims, pvc("claim-ce", "1Gi"));
     await request(app).post("/").set(ceHeaders("add", volume)).send(JSON.stringify(volume)).expect(200);
+    const claim = await kube.create(persistentVolumeClaims, pvc("claim-ce", "1Gi"));
     const structured = {
       specversion: "1.0",
       id: randomUUID(),
@@ -145,6 +145,94 @@ describe("binder function over HTTP", () => {
     const released = await kube.get<PersistentVolume>(persistentVolumes, "pv-ce");
     assert.equal(released.status?.phase, "Released");
     assert.equal(released.spec.persistentVolumeReclaimPolicy, "Retain");
+  });
+
+  it("binds a waiting claim on the event of a PV created after it, without a resync", async () => {
+    const claim = await kube.create(persistentVolumeClaims, pvc("late", "2Gi"));
+    const pending = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(watchEvent("ADDED", claim))
+      .expect(200);
+    assert.equal(pending.body.results[0].synced[0].outcome, "no volume available and no class set");
+
+    const volume = await kube.create(persistentVolumes, pv("pv-late", "5Gi"));
+    const r = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(watchEvent("ADDED", volume))
+      .expect(200);
+    assert.deepEqual(
+      r.body.results[0].synced.map((s: { object: string; outcome: string }) => [s.object, s.outcome]),
+      [
+        ["volume pv-late", "volume is available"],
+        ["claim default/late", "bound to volume pv-late"],
+      ],
+    );
+    const bound = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "late", "default");
+    assert.equal(bound.status?.phase, "Bound");
+    assert.equal(bound.spec.volumeName, "pv-late");
+
+    // The echo of the binder's own Available write looks for no claims again.
+    const echo = await kube.get<PersistentVolume>(persistentVolumes, "pv-late");
+    await sandbox.admin.resetCounters();
+    await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(
+        watchEvent("MODIFIED", {
+          ...echo,
+          spec: { ...echo.spec, claimRef: undefined },
+          status: { phase: "Available" },
+        }),
+      )
+      .expect(200);
+    assert.equal((await sandbox.admin.counters())["list persistentvolumeclaims"], undefined);
+  });
+
+  it("binds a claim waiting for a pre-bound PV on that PV's event", async () => {
+    const claim = await kube.create(persistentVolumeClaims, pvc("wants", "1Gi"));
+    await request(app).post("/").set("content-type", "application/json").send(watchEvent("ADDED", claim));
+    const volume = await kube.create(
+      persistentVolumes,
+      pv("pv-pre", "1Gi", {
+        claimRef: { kind: "PersistentVolumeClaim", namespace: "default", name: "wants" },
+      }),
+    );
+    const r = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(watchEvent("ADDED", volume))
+      .expect(200);
+    assert.equal(r.body.results[0].synced[1]?.outcome, "bound to volume pv-pre");
+    const bound = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "wants", "default");
+    assert.equal(bound.status?.phase, "Bound");
+  });
+
+  it("syncs no claim for a PV no waiting claim can use (another class, too small)", async () => {
+    const claim = await kube.create(persistentVolumeClaims, pvc("picky", "2Gi"));
+    await request(app).post("/").set("content-type", "application/json").send(watchEvent("ADDED", claim));
+    for (const volume of [
+      await kube.create(persistentVolumes, pv("pv-gold", "5Gi", { storageClassName: "gold" })),
+      await kube.create(persistentVolumes, pv("pv-small", "1Gi")),
+    ]) {
+      await sandbox.admin.resetCounters();
+      const r = await request(app)
+        .post("/")
+        .set("content-type", "application/json")
+        .send(watchEvent("ADDED", volume))
+        .expect(200);
+      assert.deepEqual(
+        r.body.results[0].synced.map((s: { object: string }) => s.object),
+        [`volume ${volume.metadata.name}`],
+      );
+      const counters = await sandbox.admin.counters();
+      assert.equal(counters["list persistentvolumeclaims"], 1, "one list of claims per such event");
+      assert.equal(counters["get persistentvolumeclaims"], undefined, "no claim synced");
+    }
+    const still = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "picky", "default");
+    assert.equal(still.status?.phase, "Pending");
+    assert.equal(still.spec.volumeName, undefined);
   });
 
   it("takes Reference-mode CloudEvents (no object) and reads the object itself", async () => {

@@ -13,6 +13,7 @@ import { type ClaimExplanation, explainClaim } from "../explain.ts";
 import type { FollowUp, PlanStep } from "../plan.ts";
 import { type ClaimSyncView, syncClaim } from "../sync-claim.ts";
 import { syncVolume, type VolumeSyncView } from "../sync-volume.ts";
+import { waitingClaimsFor, waitingClaimsScope } from "../waiting-claims.ts";
 import { boundClaimNeedsNothing } from "./bound-claim-check.ts";
 import { binderExecutors, type EventSink } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
@@ -98,6 +99,39 @@ function binderSpec(
     return [{ kind: "claim", namespace: ref.namespace, name: ref.name }];
   }
 
+  /**
+   * A volume that could satisfy a waiting claim: sync it (which makes it
+   * Available), then the Pending claims it could bind, so they need not wait
+   * for the resync. Chosen from the event's copy; each claim's sync searches
+   * fresh state, with this volume as its candidate.
+   */
+  async function volumeChanged(e: BinderEvent): Promise<BinderKey[]> {
+    const key: BinderKey = { kind: "volume", name: e.name };
+    const copy = volumeCopy(e);
+    const scope = copy && e.action !== "delete" ? waitingClaimsScope(copy, e.action) : undefined;
+    if (!copy || !scope) return [key];
+    const claims = await kube.list<PersistentVolumeClaim>(
+      persistentVolumeClaims,
+      scope.namespace ? { namespace: scope.namespace } : {},
+    );
+    let picked: PersistentVolumeClaim[];
+    try {
+      picked = waitingClaimsFor(copy, claims.items);
+    } catch {
+      // A copy with malformed fields only loses the shortcut; the volume's own sync reads the truth.
+      return [key];
+    }
+    const waiting = picked.map(
+      (c): BinderKey => ({
+        kind: "claim",
+        namespace: c.metadata.namespace ?? "",
+        name: c.metadata.name,
+        candidate: e.name,
+      }),
+    );
+    return [key, ...waiting];
+  }
+
   return {
     keyId,
     async keysOf(e) {
@@ -112,8 +146,7 @@ function binderSpec(
         }
         return [{ kind: "claim", ...key }];
       }
-      if (e.kind === "PersistentVolume")
-        return e.action === "delete" ? volumeDeleted(e) : [{ kind: "volume", name: e.name }];
+      if (e.kind === "PersistentVolume") return e.action === "delete" ? volumeDeleted(e) : volumeChanged(e);
       return [];
     },
     async load(key) {
@@ -154,6 +187,17 @@ function binderSpec(
       };
     },
   };
+}
+
+/** The event's copy of a volume when it has the shape the follow-up choice reads; else none. */
+function volumeCopy(e: BinderEvent): PersistentVolume | undefined {
+  const o = e.object;
+  if (!o || typeof o !== "object") return undefined;
+  const metadata = o.metadata as { name?: unknown } | undefined;
+  const spec = o.spec;
+  if (!metadata || typeof metadata !== "object" || metadata.name !== e.name) return undefined;
+  if (!spec || typeof spec !== "object" || Array.isArray(spec)) return undefined;
+  return o as unknown as PersistentVolume;
 }
 
 export class BinderController extends ControllerRuntime<

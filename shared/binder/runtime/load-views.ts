@@ -62,6 +62,14 @@ function cacheCandidates(cache: VolumeCache, claim: PersistentVolumeClaim): read
   return named.length === 0 ? unclaimed : [...unclaimed, ...named];
 }
 
+function withFresh(
+  volumes: readonly PersistentVolume[],
+  fresh: PersistentVolume | undefined,
+): readonly PersistentVolume[] {
+  if (!fresh) return volumes;
+  return [...volumes.filter((v) => v.metadata.name !== fresh.metadata.name), fresh];
+}
+
 /**
  * The volumes the claim's search needs to see: the candidate alone when it is
  * the certain winner; the cache's winner alone when its fresh copy still
@@ -74,10 +82,14 @@ async function matchingVolumes(
   candidate: string | undefined,
   cache: VolumeCache | undefined,
 ): Promise<PersistentVolume[]> {
+  // A candidate that fits the claim but need not win (a volume that just became Available)
+  // joins the cache's candidates fresh: the copy may not have seen it yet.
+  let fits: PersistentVolume | undefined;
   if (candidate) {
     const v = await readVolume(kube, candidate);
     // Delay binding never skips a pre-bound volume, so the answer does not depend on the class here.
     if (v && winsWithoutSearch(v, claim, false)) return [v];
+    if (v && findBestMatchForClaim([v], claim, false).volume) fits = v;
   }
   // Observed: a copy still making its first list. A process just started gets a burst of
   // claims at once; waiting for that one list beats each claim listing every PV itself
@@ -86,7 +98,8 @@ async function matchingVolumes(
   for (let waited = false; cache?.synced; waited = true) {
     // Without delay binding the cache's pick is the pre-bound volume if any, else the smallest
     // candidate; syncClaim judges it again with the class's real binding mode.
-    const hint = findBestMatchForClaim(cacheCandidates(cache, claim), claim, false).volume;
+    const hint = findBestMatchForClaim(withFresh(cacheCandidates(cache, claim), fits), claim, false).volume;
+    if (hint === fits && fits) return [fits];
     if (hint) {
       const fresh = await readVolume(kube, hint.metadata.name);
       if (fresh && findBestMatchForClaim([fresh], claim, false).volume) return [fresh];
