@@ -346,4 +346,31 @@ describe("binder: a bound claim's event judged on its own copy and the watched v
       assert.equal(counters["get persistentvolumeclaims"], 1, JSON.stringify(counters));
     }
   });
+  it("a PV's event binds a waiting claim the copy cannot know about yet: the fresh PV is judged with the copy, no list", async () => {
+    await kube.create(persistentVolumeClaims, pvc("waiting", "5Gi"));
+    await createVolume(pv("big", "50Gi"));
+    // The copy is newer than the claim but has not seen the PV created after it.
+    const stale = await listVolumes();
+    const created = await kube.create(persistentVolumes, pv("arrived", "10Gi"));
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      volumeCache: frozenCopy(stale.items, stale.resourceVersion),
+    });
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: "arrived",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.deepEqual(
+      reports.map((r) => r.outcome),
+      ["volume is available", "bound to volume arrived"],
+    );
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+    assert.equal(counters["list persistentvolumeclaims"], 1, JSON.stringify(counters));
+  });
 });
