@@ -245,13 +245,15 @@ describe("Lambda handlers over the sandbox", () => {
         storageClassName: "",
       },
     };
+    // The claim comes after the PV's event (which would otherwise bind the waiting claim itself),
+    // so its own event, base64-encoded, is what binds it.
     const volume = await kube.create(persistentVolumes, pv);
-    const claim = await kube.create(persistentVolumeClaims, pvc);
     const first = await invoke(
       "binder",
       urlEvent("POST", "/", { body: JSON.stringify({ type: "ADDED", object: volume }) }),
     );
     assert.equal(first.statusCode, 200, String(first.body));
+    const claim = await kube.create(persistentVolumeClaims, pvc);
     const r = await invoke(
       "binder",
       urlEvent("POST", "/", { body: JSON.stringify({ type: "ADDED", object: claim }), base64: true }),
