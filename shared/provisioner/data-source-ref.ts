@@ -4,6 +4,7 @@
 import type { KubeObject, PersistentVolumeClaim } from "../kube/types.ts";
 import { provisioningFinalizer } from "../kube/well-known.ts";
 import { pvcCloneFinalizer, snapshotSourceProtectionFinalizer } from "./data-source.ts";
+import { withFinalizer, withoutFinalizer } from "./steps.ts";
 
 export interface SourceRef {
   kind: "PersistentVolumeClaim" | "VolumeSnapshot";
@@ -42,13 +43,11 @@ export function stillProvisioningFrom(
 /** The source with its protection finalizer; undefined when it is being deleted or has it already. */
 export function protectedSource(o: KubeObject, finalizer: string): KubeObject | undefined {
   if (o.metadata.deletionTimestamp || (o.metadata.finalizers ?? []).includes(finalizer)) return undefined;
-  o.metadata.finalizers = [...(o.metadata.finalizers ?? []), finalizer];
-  return o;
+  return withFinalizer(o, finalizer);
 }
 
 /** The source without its protection finalizer; undefined when it has none. */
 export function releasedSource(o: KubeObject, finalizer: string): KubeObject | undefined {
   if (!(o.metadata.finalizers ?? []).includes(finalizer)) return undefined;
-  o.metadata.finalizers = (o.metadata.finalizers ?? []).filter((f) => f !== finalizer);
-  return o;
+  return withoutFinalizer(o, finalizer);
 }

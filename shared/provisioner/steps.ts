@@ -5,7 +5,7 @@
 import type { Plan } from "../controller/plan.ts";
 import type { CsiErrorClass } from "../csi/errors.ts";
 import type { CreateVolumeRequest, Volume } from "../csi/types.ts";
-import type { PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
+import type { KubeObject, PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
 import { annProvisioningFailures, annProvisioningRetryAfter } from "./constants.ts";
 import type { SourceRef } from "./data-source-ref.ts";
 
@@ -93,18 +93,12 @@ export interface Needs {
 
 export const backoffAnnotations = [annProvisioningFailures, annProvisioningRetryAfter];
 
-export function withoutFinalizer<T extends PersistentVolume | PersistentVolumeClaim>(
-  o: T,
-  finalizer: string,
-): T {
+export function withoutFinalizer<T extends KubeObject>(o: T, finalizer: string): T {
   const finalizers = (o.metadata.finalizers ?? []).filter((f) => f !== finalizer);
   return { ...o, metadata: { ...o.metadata, finalizers } };
 }
 
-export function withFinalizer<T extends PersistentVolume | PersistentVolumeClaim>(
-  o: T,
-  finalizer: string,
-): T {
+export function withFinalizer<T extends KubeObject>(o: T, finalizer: string): T {
   const finalizers = [...(o.metadata.finalizers ?? []), finalizer];
   return { ...o, metadata: { ...o.metadata, finalizers } };
 }

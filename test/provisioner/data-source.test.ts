@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type {
+  KubeObject,
   PersistentVolume,
   PersistentVolumeClaim,
   StorageClass,
@@ -17,10 +18,12 @@ import {
   type DataSourcePlan,
   type DataSourceRef,
   planDataSource,
+  pvcCloneFinalizer,
   type SnapshotSourceInput,
   snapshotContentSource,
   snapshotSourceProtectionFinalizer,
 } from "../../shared/provisioner/data-source.ts";
+import { protectedSource, releasedSource } from "../../shared/provisioner/data-source-ref.ts";
 
 const driver = "hostpath.csi.k8s.io";
 
@@ -494,5 +497,39 @@ describe("cloneContentSource", () => {
 
   for (const c of cases) {
     it(c.name, () => assert.deepEqual(cloneContentSource(c.input), c.want));
+  }
+});
+
+describe("source protection finalizer edits", () => {
+  const source = (finalizers?: string[], deleting = false): KubeObject => ({
+    apiVersion: "v1",
+    kind: "PersistentVolumeClaim",
+    metadata: {
+      name: "src",
+      namespace: "ns",
+      ...(finalizers ? { finalizers } : {}),
+      ...(deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
+    },
+  });
+  const f = pvcCloneFinalizer;
+  const cases: {
+    name: string;
+    edit: typeof protectedSource;
+    input: KubeObject;
+    want: string[] | undefined;
+  }[] = [
+    { name: "protect adds it", edit: protectedSource, input: source(["other"]), want: ["other", f] },
+    { name: "protect: already there", edit: protectedSource, input: source([f]), want: undefined },
+    { name: "protect: being deleted", edit: protectedSource, input: source([], true), want: undefined },
+    { name: "release takes it off", edit: releasedSource, input: source([f, "other"]), want: ["other"] },
+    { name: "release: not there", edit: releasedSource, input: source(["other"]), want: undefined },
+  ];
+  for (const c of cases) {
+    it(`${c.name}, leaving the object read untouched`, () => {
+      const before = structuredClone(c.input);
+      const out = c.edit(c.input, f);
+      assert.deepEqual(out?.metadata.finalizers, c.want);
+      assert.deepEqual(c.input, before);
+    });
   }
 });
