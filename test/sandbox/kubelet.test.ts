@@ -33,6 +33,7 @@ import type {
   Pod,
 } from "../../shared/kube/types.ts";
 import { mountCap, type RawCsiClient, rawCsiClient } from "../helpers/csi-driver-client.ts";
+import { eventually } from "../helpers/eventually.ts";
 
 const driver = "hostpath.csi.k8s.io";
 const node = "sandbox-node-2";
@@ -57,20 +58,6 @@ after(async () => {
   await sandbox.close();
   await rm(dir, { recursive: true, force: true });
 });
-
-async function eventually<T>(
-  what: string,
-  read: () => Promise<T | undefined>,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 async function getPod(name: string): Promise<Pod | undefined> {
   try {

@@ -21,6 +21,7 @@ import {
   storageClasses,
 } from "../../shared/kube/resources.ts";
 import type { KubeEvent, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
+import { eventually } from "../helpers/eventually.ts";
 
 const driver = "hostpath.csi.k8s.io";
 let dir: string;
@@ -57,20 +58,6 @@ after(async () => {
   await sandbox.close();
   await rm(dir, { recursive: true, force: true });
 });
-
-async function eventually<T>(
-  what: string,
-  read: () => Promise<T | undefined>,
-  timeoutMs = 15_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 const getPod = (name: string) => kube.get<Pod>(pods, name, "default");
 const getClaim = (name: string) => kube.get<PersistentVolumeClaim>(persistentVolumeClaims, name, "default");
