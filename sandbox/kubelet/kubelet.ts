@@ -10,6 +10,7 @@
 // memory, as a kubelet's actual state of the world does; every CSI call is
 // idempotent, so redoing one is harmless.
 import { join } from "node:path";
+import { volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import { CsiClient } from "../../shared/csi/client.ts";
 import { GrpcCode, hasGrpcCode } from "../../shared/csi/errors.ts";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
@@ -43,7 +44,7 @@ import {
 } from "./plan.ts";
 import { podStatus, statusShape } from "./pod-status.ts";
 import { type CsiVolumeToMount, resolvePodVolumes } from "./pod-volumes.ts";
-import { stagingPath, targetPath, volumeAttachmentName } from "./volume-paths.ts";
+import { stagingPath, targetPath } from "./volume-paths.ts";
 
 /** What the kubelet did, for logs, demos and tests. */
 export type KubeletStep =
@@ -375,7 +376,7 @@ export class SandboxKubelet {
         }
         return false;
       }
-      const vaName = volumeAttachmentName(volume.driver, volume.volumeHandle, this.nodeName);
+      const vaName = volumeAttachmentName(volume.volumeHandle, volume.driver, this.nodeName);
       let va: VolumeAttachment;
       try {
         va = await this.loop.json.get<VolumeAttachment>(volumeAttachments, vaName);

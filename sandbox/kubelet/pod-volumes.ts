@@ -3,10 +3,11 @@
 // that is bound back to it; the PV's CSI source gives the driver, handle,
 // capability, context and whether the driver needs an attach (its CSIDriver
 // says attachRequired: false, or it must be attached). Pure.
+
+import { uniqueVolumeName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import { AccessModeError, csiAccessModeForVolume } from "../../shared/csi/access-modes.ts";
 import type { VolumeCapability } from "../../shared/csi/types.ts";
 import type { CSIDriver, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
-import { uniqueVolumeName } from "./volume-paths.ts";
 
 export interface PodVolumeView {
   claim(namespace: string, name: string): PersistentVolumeClaim | undefined;

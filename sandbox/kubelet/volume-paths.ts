@@ -1,17 +1,9 @@
-// The names and paths a kubelet uses for a CSI volume: the unique volume
-// name of node status, the VolumeAttachment the attach/detach controller
-// creates, and the staging and target paths under the kubelet's root
-// directory (/var/lib/kubelet on a real node).
+// The staging and target paths a kubelet uses for a CSI volume under its
+// root directory (/var/lib/kubelet on a real node). The volume's unique name
+// and its VolumeAttachment's name are shared vocabulary
+// (shared/attach-detach/volume-attachment-name.ts).
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-
-export function uniqueVolumeName(driver: string, volumeHandle: string): string {
-  return `kubernetes.io/csi/${driver}^${volumeHandle}`;
-}
-
-export function volumeAttachmentName(driver: string, volumeHandle: string, node: string): string {
-  return `csi-${createHash("sha256").update(`${volumeHandle}${driver}${node}`).digest("hex")}`;
-}
 
 /** Where NodeStageVolume puts the volume, one per volume and node. */
 export function stagingPath(

@@ -4,12 +4,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { type PodVolumes, resolvePodVolumes } from "../../sandbox/kubelet/pod-volumes.ts";
-import {
-  stagingPath,
-  targetPath,
-  uniqueVolumeName,
-  volumeAttachmentName,
-} from "../../sandbox/kubelet/volume-paths.ts";
+import { stagingPath, targetPath } from "../../sandbox/kubelet/volume-paths.ts";
+import { uniqueVolumeName, volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import type { CSIDriver, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
 
 const driver = "hostpath.csi.k8s.io";
@@ -149,7 +145,7 @@ describe("volume names and paths", () => {
     assert.equal(uniqueVolumeName(driver, "vol-1"), "kubernetes.io/csi/hostpath.csi.k8s.io^vol-1");
     // sha256(handle + driver + node), as the CSI attacher names VolumeAttachments.
     assert.equal(
-      volumeAttachmentName(driver, "vol-1", "node-a"),
+      volumeAttachmentName("vol-1", driver, "node-a"),
       "csi-5a70c5de395ccad5e79daeb27c7c4f2634b675e6e1bb2a397999a016143bc9fb",
     );
     // sha256(handle) names the global mount directory.

@@ -11,8 +11,8 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig } from "@kubernetes/client-node";
-import { uniqueVolumeName, volumeAttachmentName } from "../../sandbox/kubelet/volume-paths.ts";
 import { type KubeletStep, type Sandbox, startSandbox } from "../../sandbox/start.ts";
+import { uniqueVolumeName, volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import { isNotFound } from "../../shared/kube/api-errors.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
@@ -132,7 +132,7 @@ async function attach(handle: string, pv: string, on = node): Promise<void> {
   const va = await kube.create<KubeObject>(volumeAttachments, {
     apiVersion: "storage.k8s.io/v1",
     kind: "VolumeAttachment",
-    metadata: { name: volumeAttachmentName(driver, handle, on) },
+    metadata: { name: volumeAttachmentName(handle, driver, on) },
     spec: { attacher: driver, nodeName: on, source: { persistentVolumeName: pv } },
   });
   await kube.replace(
