@@ -15,7 +15,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfigError } from "../../shared/kube/client.ts";
-import { cpuLoopMs, cpuSnapshot, load, otherLoad, progress, round } from "../support.ts";
+import { cpuLoopMs, cpuSnapshot, DRIVER_NAME, load, otherLoad, progress, round } from "../support.ts";
 import { type Figures, medianFigures, type Ratio, ratios, realSummary, type SummaryLine } from "./figures.ts";
 import { type RealBenchParams, RealBenchUsageError, realParamsFromArgs, USAGE } from "./options.ts";
 import { type Stack, startOurStack } from "./ours.ts";
@@ -37,8 +37,6 @@ import {
   type RoundResult,
   WATCHED,
 } from "./workloads.ts";
-
-export const DRIVER_NAME = "hostpath.csi.k8s.io";
 
 export interface RealRound {
   stack: "ours" | "upstream";
