@@ -37,7 +37,6 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { parseAllDocuments } from "yaml";
 import { claimAdmissionReview } from "../shared/admission/claim-review.ts";
 import { isNotFound } from "../shared/kube/api-errors.ts";
 import { loadKubeConfig } from "../shared/kube/client.ts";
@@ -59,6 +58,7 @@ import {
   provisioningFinalizer,
 } from "../shared/kube/well-known.ts";
 import { goParseError } from "../shared/tls/go-x509.ts";
+import { webhookConfigurations } from "./webhook-configurations.ts";
 
 const repoRoot = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const REAL_CLUSTER_DIR =
@@ -162,32 +162,6 @@ async function startAdmission(
     });
   });
   return { url, child };
-}
-
-type WebhookConfiguration = KubeObject & {
-  webhooks: { name: string; clientConfig: Record<string, unknown> & { service?: { path?: string } } }[];
-};
-
-/** deploy/webhooks.yaml's two configurations, renamed, each webhook pointed at `url` + its path. */
-async function webhookConfigurations(url: string, caCert: string): Promise<WebhookConfiguration[]> {
-  const text = await readFile(join(repoRoot, "deploy/webhooks.yaml"), "utf8");
-  const docs = parseAllDocuments(text).map((d) => d.toJS() as KubeObject);
-  const configs = docs.filter((d) => /^(Mutating|Validating)WebhookConfiguration$/.test(d.kind ?? ""));
-  if (configs.length !== 2) throw new Error("deploy/webhooks.yaml: expected two webhook configurations");
-  return configs.map((c) => {
-    const config = c as WebhookConfiguration;
-    return {
-      ...config,
-      metadata: { name: CONFIG_NAME, labels: { "app.kubernetes.io/part-of": "kube-storage-functions" } },
-      webhooks: config.webhooks.map((w) => ({
-        ...w,
-        clientConfig: {
-          url: `${url}${w.clientConfig.service?.path ?? "/"}`,
-          caBundle: Buffer.from(caCert).toString("base64"),
-        },
-      })),
-    };
-  });
 }
 
 /** One AdmissionReview straight to our function, verified against our CA: its answer. */
@@ -469,7 +443,7 @@ async function runChecks(kubeconfig: string, driver: string, suffix: string, dir
     });
     const builtInDefault = plain.spec.storageClassName === names.class;
 
-    for (const config of await webhookConfigurations(fn.url, certs.caCert)) {
+    for (const config of await webhookConfigurations(CONFIG_NAME, fn.url, certs.caCert)) {
       const r =
         config.kind === "MutatingWebhookConfiguration"
           ? mutatingWebhookConfigurations

@@ -7,10 +7,10 @@
 // every controller each minute (the PingSources), and the sandbox CSI
 // driver as a standalone gRPC server standing in for the storage backend.
 
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { parseAllDocuments } from "yaml";
 import { systemFunctions } from "../../sandbox/system.ts";
+import { webhookConfigurations } from "../../scripts/webhook-configurations.ts";
 import { isNotFound } from "../../shared/kube/api-errors.ts";
 import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
@@ -66,35 +66,6 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-type WebhookConfiguration = KubeObject & {
-  webhooks: { name: string; clientConfig: { service?: { path?: string } } & Record<string, unknown> }[];
-};
-
-/** deploy/webhooks.yaml's configurations, renamed, every hook pointed at `url` + its path. */
-async function webhookConfigurations(url: string, caCert: string): Promise<WebhookConfiguration[]> {
-  const text = await readFile(join(REPO, "deploy", "webhooks.yaml"), "utf8");
-  const configs = parseAllDocuments(text)
-    .map((d) => d.toJS() as KubeObject)
-    .filter((d) =>
-      /^(Mutating|Validating)WebhookConfiguration$/.test(d.kind ?? ""),
-    ) as WebhookConfiguration[];
-  if (configs.length !== 2) throw new Error("deploy/webhooks.yaml: expected two webhook configurations");
-  return configs.map((config) => ({
-    ...config,
-    metadata: {
-      name: WEBHOOK_CONFIG_NAME,
-      labels: { "app.kubernetes.io/part-of": "kube-storage-functions" },
-    },
-    webhooks: config.webhooks.map((w) => ({
-      ...w,
-      clientConfig: {
-        url: `${url}${w.clientConfig.service?.path ?? "/"}`,
-        caBundle: Buffer.from(caCert).toString("base64"),
-      },
-    })),
-  }));
-}
-
 async function deleteIfThere(kube: KubeJsonClient, r: ResourceDescriptor, name: string): Promise<void> {
   await kube.delete(r, name).catch((err: unknown) => {
     if (!isNotFound(err)) throw err;
@@ -109,7 +80,7 @@ export async function removeWebhooks(kube: KubeJsonClient): Promise<void> {
 async function registerWebhooks(options: StackOptions, url: string, caCert: string): Promise<void> {
   const { kube } = options;
   await removeWebhooks(kube);
-  for (const config of await webhookConfigurations(url, caCert))
+  for (const config of await webhookConfigurations(WEBHOOK_CONFIG_NAME, url, caCert))
     await kube.create(
       config.kind === "MutatingWebhookConfiguration"
         ? mutatingWebhookConfigurations
