@@ -58,6 +58,10 @@ async function hookServer(cert: string, key: string): Promise<string> {
   return `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
+/** What `npm run certs` makes for the hooks Service, valid for 127.0.0.1 too. */
+const hookCertificates = () =>
+  generateCertificates({ service: "hooks", namespace: "webhooks", extraDnsNames: ["127.0.0.1"] });
+
 function webhookConfigs(
   base: string,
   caPem: string,
@@ -164,11 +168,7 @@ describe("the AdmissionReview the sandbox sends has kube-apiserver's shape", () 
   });
 
   test("CREATE, UPDATE and DELETE: the members kube-apiserver sends, null where it sends null", async () => {
-    const certs = generateCertificates({
-      service: "hooks",
-      namespace: "webhooks",
-      extraDnsNames: ["127.0.0.1"],
-    });
+    const certs = hookCertificates();
     const base = await hookServer(certs.cert, certs.key);
     await sandbox.admin.seed(webhookConfigs(base, certs.caCert));
     const created = await api("POST", claims, claim("cap-claim"));
@@ -358,11 +358,7 @@ describe("webhook certificates are judged as Go judges them", () => {
   });
 
   test("a CA the caBundle does not hold, and a certificate only for clients", async () => {
-    const other = generateCertificates({
-      service: "hooks",
-      namespace: "webhooks",
-      extraDnsNames: ["127.0.0.1"],
-    });
+    const other = hookCertificates();
     const base = await hookServer(other.cert, other.key);
     await sandbox.admin.seed(webhookConfigs(base, caPem));
     const untrusted = await api("POST", claims, claim("c"));
@@ -380,11 +376,7 @@ describe("webhook certificates are judged as Go judges them", () => {
   });
 
   test("the certificates of npm run certs are taken, over a URL and as a Service", async () => {
-    const certs = generateCertificates({
-      service: "hooks",
-      namespace: "webhooks",
-      extraDnsNames: ["127.0.0.1"],
-    });
+    const certs = hookCertificates();
     const base = await hookServer(certs.cert, certs.key);
     await sandbox.admin.seed(webhookConfigs(base, certs.caCert));
     assert.equal((await api("POST", claims, claim("by-url"))).status, 201);
