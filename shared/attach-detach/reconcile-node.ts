@@ -6,6 +6,7 @@
 // attach; single-node volumes never attach to a second node.
 
 import { isMultiAttachAllowed } from "../kube/multi-attach.ts";
+import { podClaimNames } from "../kube/pod-claims.ts";
 import type {
   CSIDriver,
   Node,
@@ -81,16 +82,6 @@ function isTerminated(pod: Pod): boolean {
   return pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
 }
 
-function claimNamesOf(pod: Pod): string[] {
-  const names: string[] = [];
-  for (const v of pod.spec.volumes ?? []) {
-    if (v.persistentVolumeClaim?.claimName) names.push(v.persistentVolumeClaim.claimName);
-    // Generic ephemeral volumes: the claim is named <pod>-<volume>.
-    else if (v.ephemeral) names.push(`${pod.metadata.name}-${v.name}`);
-  }
-  return names;
-}
-
 /** Desired attachments on the node, keyed by PV name. */
 export function desiredVolumes(input: NodeReconcileInput): Map<string, DesiredVolume> {
   const claims = new Map(input.claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
@@ -99,7 +90,7 @@ export function desiredVolumes(input: NodeReconcileInput): Map<string, DesiredVo
   const desired = new Map<string, DesiredVolume>();
   for (const pod of input.pods) {
     if (pod.spec.nodeName !== input.nodeName || isTerminated(pod)) continue;
-    for (const claimName of claimNamesOf(pod)) {
+    for (const claimName of podClaimNames(pod)) {
       const claim = claims.get(`${pod.metadata.namespace}/${claimName}`);
       const pvName = claim?.spec.volumeName;
       if (!claim || !pvName) continue; // not bound yet: nothing to attach

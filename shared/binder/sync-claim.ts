@@ -4,6 +4,7 @@
 // state the next sync completes.
 
 import { claimClass, claimHasClass, defaultStorageClass, volumeClass } from "../kube/claim-class.ts";
+import { podClaimNames } from "../kube/pod-claims.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../kube/types.ts";
 import { annBindCompleted } from "../kube/well-known.ts";
 import { claimPhase, message, reason, volumePhase } from "./constants.ts";
@@ -240,12 +241,7 @@ export function unscheduledPodsUsingClaim(claim: PersistentVolumeClaim, pods: re
 }
 
 export function podUsesClaim(pod: Pod, claimName: string): boolean {
-  return (pod.spec.volumes ?? []).some(
-    (v) =>
-      v.persistentVolumeClaim?.claimName === claimName ||
-      // Generic ephemeral volumes: the claim is named <pod>-<volume>.
-      (v.ephemeral !== undefined && `${pod.metadata.name}-${v.name}` === claimName),
-  );
+  return podClaimNames(pod).includes(claimName);
 }
 
 function emitWaitingForConsumer(p: Planner, claim: PersistentVolumeClaim, pods: readonly Pod[]): void {

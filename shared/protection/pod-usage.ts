@@ -5,27 +5,12 @@
 // volume's claim `<pod>-<volume>` counts only while the pod controls it and is
 // not shut down.
 import { isRecord } from "../is-record.ts";
+import { ephemeralClaimName } from "../kube/pod-claims.ts";
 import type { PersistentVolumeClaim, Pod, PodVolume } from "../kube/types.ts";
 
 function volumesOf(pod: Pod): PodVolume[] {
   const volumes = pod.spec?.volumes;
   return Array.isArray(volumes) ? volumes.filter(isRecord) : [];
-}
-
-/** The claim a generic ephemeral volume of the pod gets: `<pod name>-<volume name>`. */
-export function ephemeralClaimName(pod: Pod, volume: PodVolume): string {
-  return `${pod.metadata.name}-${volume.name}`;
-}
-
-/** Every claim name the pod's volumes refer to, in the pod's namespace. */
-export function claimNamesOfPod(pod: Pod): string[] {
-  const names = new Set<string>();
-  for (const volume of volumesOf(pod)) {
-    const claimName = volume.persistentVolumeClaim?.claimName;
-    if (typeof claimName === "string" && claimName !== "") names.add(claimName);
-    else if (isRecord(volume.ephemeral)) names.add(ephemeralClaimName(pod, volume));
-  }
-  return [...names];
 }
 
 /**

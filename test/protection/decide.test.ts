@@ -4,17 +4,13 @@
 // pod changes send their claims to be checked.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { podClaimNames } from "../../shared/kube/pod-claims.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
 import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/kube/well-known.ts";
 import { type ClaimStep, claimNeedsNoSync, decideClaim } from "../../shared/protection/decide-claim.ts";
 import { decideVolume, type VolumeStep, volumeNeedsNoSync } from "../../shared/protection/decide-volume.ts";
 import { podFromEvent } from "../../shared/protection/pod-from-event.ts";
-import {
-  claimNamesOfPod,
-  isPodTerminated,
-  podIsShutDown,
-  podMayFreeClaims,
-} from "../../shared/protection/pod-usage.ts";
+import { isPodTerminated, podIsShutDown, podMayFreeClaims } from "../../shared/protection/pod-usage.ts";
 
 const deletedAt = "2026-01-01T00:00:00Z";
 
@@ -401,8 +397,8 @@ describe("pod changes that send their claims to be checked", () => {
       name: "again",
       persistentVolumeClaim: { claimName: "data-claim" },
     });
-    assert.deepEqual(claimNamesOfPod(p), ["data-claim", "web-0-cache"]);
-    assert.deepEqual(claimNamesOfPod(pod("bare")), []);
+    assert.deepEqual(podClaimNames(p), ["data-claim", "web-0-cache"]);
+    assert.deepEqual(podClaimNames(pod("bare")), []);
   });
 });
 

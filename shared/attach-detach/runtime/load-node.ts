@@ -3,6 +3,7 @@
 // the event) names.
 import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { podClaimNames } from "../../kube/pod-claims.ts";
 import {
   csiDrivers,
   nodes,
@@ -21,7 +22,6 @@ import type {
 } from "../../kube/types.ts";
 import type { DetachPolicy } from "../detach-policy.ts";
 import type { NodeReconcileInput } from "../reconcile-node.ts";
-import { podClaimNames } from "./node-lookups.ts";
 
 export async function loadNode(
   kube: KubeJsonClient,

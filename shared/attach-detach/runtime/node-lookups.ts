@@ -3,19 +3,10 @@
 // message's pods elsewhere.
 import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { podClaimNames } from "../../kube/pod-claims.ts";
 import { persistentVolumes, pods, volumeAttachments } from "../../kube/resources.ts";
 import type { PersistentVolume, Pod, VolumeAttachment } from "../../kube/types.ts";
 import { annAttachLock } from "../../kube/well-known.ts";
-
-export function podClaimNames(pod: Pod): string[] {
-  return (pod.spec.volumes ?? []).flatMap((v) =>
-    v.persistentVolumeClaim?.claimName
-      ? [v.persistentVolumeClaim.claimName]
-      : v.ephemeral
-        ? [`${pod.metadata.name}-${v.name}`]
-        : [],
-  );
-}
 
 export async function nodesUsingClaim(
   kube: KubeJsonClient,

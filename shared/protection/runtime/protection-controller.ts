@@ -10,12 +10,13 @@ import { BadRequestError } from "../../http/errors.ts";
 import { getOptional } from "../../kube/api-errors.ts";
 import { claimFromEvent, volumeFromEvent } from "../../kube/event-copies.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { podClaimNames } from "../../kube/pod-claims.ts";
 import { persistentVolumeClaims, persistentVolumes, pods } from "../../kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../kube/types.ts";
 import { type ClaimInput, claimNeedsNoSync, decideClaim } from "../decide-claim.ts";
 import { decideVolume, volumeNeedsNoSync } from "../decide-volume.ts";
 import { podFromEvent } from "../pod-from-event.ts";
-import { claimNamesOfPod, podMayFreeClaims } from "../pod-usage.ts";
+import { podMayFreeClaims } from "../pod-usage.ts";
 import { LivePodLists } from "./live-pod-lists.ts";
 import { type ProtectionMetrics, protectionMetrics } from "./protection-metrics.ts";
 import { claimPlan, type ProtectionStep, volumePlan } from "./protection-plan.ts";
@@ -77,7 +78,7 @@ function protectionSpec(
     if (!pod) return answer(object, "pod is gone and its volumes unknown; left to the resync");
     if (!podMayFreeClaims(pod, deleted))
       return answer(object, "scheduled and not terminated: frees no claim");
-    const claims = claimNamesOfPod(pod);
+    const claims = podClaimNames(pod);
     if (claims.length === 0) return answer(object, "uses no claim");
     // A deleted pod's copy is its last state: it uses nothing any more.
     const cachedPods = deleted ? [] : [pod];
