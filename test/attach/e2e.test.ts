@@ -198,21 +198,8 @@ describe("attach end to end (CSI handler)", () => {
       ["node-b"],
     );
   });
-});
 
-describe("attach end to end: non-graceful node shutdown", () => {
-  let sandbox: TestSandbox;
-  let system: StorageSystem;
-  before(async () => {
-    sandbox = await startTestSandbox();
-    system = await startStorageSystem(sandbox);
-  });
-  after(async () => {
-    await system.close();
-    await sandbox.close();
-  });
-
-  it("a volume the node still reports in use stays attached; the out-of-service taint detaches it at once", async () => {
+  it("non-graceful node shutdown: a volume the node still reports in use stays attached; the out-of-service taint detaches it at once", async () => {
     const pv = await bootstrap(sandbox, system);
     const handle = pv.spec.csi!.volumeHandle;
     const listed = uniqueVolumeName(driverName, handle);
