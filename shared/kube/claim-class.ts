@@ -3,11 +3,13 @@
 import type { PersistentVolume, PersistentVolumeClaim, StorageClass } from "./types.ts";
 import { annBetaDefaultClass, annBetaStorageClass, annDefaultClass } from "./well-known.ts";
 
-/** The claim's class: the beta annotation wins over spec.storageClassName; "" when neither. */
+/** The beta annotation wins over spec.storageClassName; "" when neither. */
+function classOf(o: PersistentVolumeClaim | PersistentVolume): string {
+  return o.metadata.annotations?.[annBetaStorageClass] ?? o.spec.storageClassName ?? "";
+}
+
 export function claimClass(claim: PersistentVolumeClaim): string {
-  const beta = claim.metadata.annotations?.[annBetaStorageClass];
-  if (beta !== undefined) return beta;
-  return claim.spec.storageClassName ?? "";
+  return classOf(claim);
 }
 
 /** Whether the user asked for a class at all ("" counts: it means "no class, no default"). */
@@ -19,9 +21,7 @@ export function claimHasClass(claim: PersistentVolumeClaim): boolean {
 }
 
 export function volumeClass(volume: PersistentVolume): string {
-  const beta = volume.metadata.annotations?.[annBetaStorageClass];
-  if (beta !== undefined) return beta;
-  return volume.spec.storageClassName ?? "";
+  return classOf(volume);
 }
 
 export function isDefaultClass(cls: StorageClass): boolean {
