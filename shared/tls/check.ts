@@ -42,12 +42,8 @@ export function renewalReason(existing: ExistingCertificates, options: CheckOpti
     const refused = goParseError(pem);
     if (refused !== undefined) return `${what} would be refused by kube-apiserver's x509 parser (${refused})`;
   }
-  if (
-    needsRenewal(existing.cert, {
-      before: options.renewBeforeDays,
-      ...(options.now ? { now: options.now } : {}),
-    })
-  )
+  const renewal = { before: options.renewBeforeDays, ...(options.now ? { now: options.now } : {}) };
+  if (needsRenewal(existing.cert, renewal))
     return `it expires ${leaf.validToDate.toISOString()}, within ${options.renewBeforeDays} days`;
   try {
     if (!leaf.checkPrivateKey(createPrivateKey(existing.key)))
@@ -56,12 +52,7 @@ export function renewalReason(existing: ExistingCertificates, options: CheckOpti
     return `the key cannot be parsed (${(err as Error).message})`;
   }
   if (!leaf.checkIssued(ca) || !leaf.verify(ca.publicKey)) return "the certificate is not signed by the CA";
-  if (
-    needsRenewal(existing.caCert, {
-      before: options.renewBeforeDays,
-      ...(options.now ? { now: options.now } : {}),
-    })
-  )
+  if (needsRenewal(existing.caCert, renewal))
     return `the CA expires ${ca.validToDate.toISOString()}, within ${options.renewBeforeDays} days`;
   // checkHost/checkIP look at the SANs only (subject: "never"), as TLS clients do.
   const missing = [
