@@ -4,6 +4,7 @@
 // and from the kubelets' step reports, not from the functions' logs.
 
 import { persistentVolumeClaims, pods, storageClasses } from "../shared/kube/resources.ts";
+import { annSelectedNode } from "../shared/kube/well-known.ts";
 import type { StoredChange } from "./apiserver/store.ts";
 import type { KubeletStep } from "./kubelet/kubelet.ts";
 import type { RunningSystem } from "./system.ts";
@@ -67,7 +68,7 @@ function observe(c: StoredChange, seen: Seen, volumeHandle: () => string | undef
         t.once("claim-gone", `claim ${claimName} deleted (protection removed kubernetes.io/pvc-protection)`);
         return;
       }
-      const node = o.metadata.annotations?.["volume.kubernetes.io/selected-node"];
+      const node = o.metadata.annotations?.[annSelectedNode];
       if (node)
         t.once(
           "selected",

@@ -22,9 +22,9 @@ import type {
   Pod,
   StorageClass,
 } from "../../shared/kube/types.ts";
+import { annSelectedNode } from "../../shared/kube/well-known.ts";
 import { nodeSelectorTermsMatch } from "../cluster/node-selector.ts";
 
-export const selectedNodeAnnotation = "volume.kubernetes.io/selected-node";
 const noProvisioner = "kubernetes.io/no-provisioner";
 
 export interface SchedulingView {
@@ -188,14 +188,12 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
 
   const selected = [
     ...new Set(
-      delayed
-        .map((d) => d.claim.metadata.annotations?.[selectedNodeAnnotation])
-        .filter((n): n is string => !!n),
+      delayed.map((d) => d.claim.metadata.annotations?.[annSelectedNode]).filter((n): n is string => !!n),
     ),
   ];
   const node = feasible.find((n) => n === selected[0]) ?? pickNode(feasible, view);
   if (delayed.length === 0) return { action: "bind", node };
-  const open = delayed.filter((d) => !d.prebound && !d.claim.metadata.annotations?.[selectedNodeAnnotation]);
+  const open = delayed.filter((d) => !d.prebound && !d.claim.metadata.annotations?.[annSelectedNode]);
   if (open.length > 0) {
     const matches = staticMatches.get(node) ?? new Map<string, string>();
     return {
@@ -243,7 +241,7 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
         }
         continue;
       }
-      const annotated = d.claim.metadata.annotations?.[selectedNodeAnnotation];
+      const annotated = d.claim.metadata.annotations?.[annSelectedNode];
       if (annotated) {
         if (annotated !== name) return reasons.selectedNode;
         continue;

@@ -24,8 +24,9 @@ import type {
   Pod,
   StorageClass,
 } from "../../shared/kube/types.ts";
+import { annSelectedNode } from "../../shared/kube/well-known.ts";
 import { WatchLoop, type WatchLoopHost } from "../cluster/watch-loop.ts";
-import { decidePod, type ScheduleDecision, type SchedulingView, selectedNodeAnnotation } from "./decide.ts";
+import { decidePod, type ScheduleDecision, type SchedulingView } from "./decide.ts";
 
 export const schedulerName = "default-scheduler";
 const boundByControllerAnnotation = "pv.kubernetes.io/bound-by-controller";
@@ -183,7 +184,7 @@ export class SandboxScheduler {
             ...claim,
             metadata: {
               ...claim.metadata,
-              annotations: { ...claim.metadata.annotations, [selectedNodeAnnotation]: decision.node },
+              annotations: { ...claim.metadata.annotations, [annSelectedNode]: decision.node },
             },
           });
         }

@@ -3,7 +3,7 @@
 // VolumeBinding plugin would decide it.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { decidePod, type ScheduleDecision, selectedNodeAnnotation } from "../../sandbox/scheduler/decide.ts";
+import { decidePod, type ScheduleDecision } from "../../sandbox/scheduler/decide.ts";
 import type {
   CSINode,
   Node,
@@ -12,6 +12,7 @@ import type {
   Pod,
   StorageClass,
 } from "../../shared/kube/types.ts";
+import { annSelectedNode } from "../../shared/kube/well-known.ts";
 
 const driver = "hostpath.csi.k8s.io";
 const topologyKey = "topology.hostpath.csi/node";
@@ -63,7 +64,7 @@ function claim(
       name,
       namespace: "default",
       uid: `uid-${name}`,
-      ...(extra.selected ? { annotations: { [selectedNodeAnnotation]: extra.selected } } : {}),
+      ...(extra.selected ? { annotations: { [annSelectedNode]: extra.selected } } : {}),
       ...(extra.deleting ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
     },
     spec: {

@@ -10,7 +10,6 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig } from "@kubernetes/client-node";
-import { selectedNodeAnnotation } from "../../sandbox/scheduler/decide.ts";
 import { type Sandbox, startSandbox } from "../../sandbox/start.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import {
@@ -21,6 +20,7 @@ import {
   storageClasses,
 } from "../../shared/kube/resources.ts";
 import type { KubeEvent, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
+import { annSelectedNode } from "../../shared/kube/well-known.ts";
 import { eventually } from "../helpers/eventually.ts";
 
 const driver = "hostpath.csi.k8s.io";
@@ -156,7 +156,7 @@ describe("sandbox scheduler", () => {
     await createPod("wffc-pod", "wffc");
     const selected = await eventually(
       "selected-node",
-      async () => (await getClaim("wffc")).metadata.annotations?.[selectedNodeAnnotation],
+      async () => (await getClaim("wffc")).metadata.annotations?.[annSelectedNode],
     );
     assert.equal(selected, "sandbox-node-2");
     await sleep(300);
@@ -169,12 +169,12 @@ describe("sandbox scheduler", () => {
     // The provisioner gives the node back (ProvisioningReschedule): the scheduler picks again.
     const claim = await getClaim("wffc");
     const annotations = { ...claim.metadata.annotations };
-    delete annotations[selectedNodeAnnotation];
+    delete annotations[annSelectedNode];
     await kube.replace(persistentVolumeClaims, { ...claim, metadata: { ...claim.metadata, annotations } });
     const again = await eventually("selected-node again", async () => {
       const c = await getClaim("wffc");
       return c.metadata.resourceVersion !== claim.metadata.resourceVersion
-        ? c.metadata.annotations?.[selectedNodeAnnotation]
+        ? c.metadata.annotations?.[annSelectedNode]
         : undefined;
     });
     assert.equal(again, "sandbox-node-2");
@@ -233,7 +233,7 @@ describe("sandbox scheduler", () => {
       ["local-data", claim.metadata.uid],
     );
     assert.equal(prebound.metadata.annotations?.["pv.kubernetes.io/bound-by-controller"], "yes");
-    assert.equal((await getClaim("local-data")).metadata.annotations?.[selectedNodeAnnotation], undefined);
+    assert.equal((await getClaim("local-data")).metadata.annotations?.[annSelectedNode], undefined);
     await sleep(300);
     assert.equal((await getPod("local-pod")).spec.nodeName, undefined, "the pod waits for the binder");
     // The binder's part: the claim takes the PV.
