@@ -4,7 +4,7 @@
 // and from the kubelets' step reports, not from the functions' logs.
 
 import { persistentVolumeClaims, pods, storageClasses } from "../shared/kube/resources.ts";
-import { annSelectedNode } from "../shared/kube/well-known.ts";
+import { annDefaultClass, annSelectedNode, annStorageProvisioner } from "../shared/kube/well-known.ts";
 import type { StoredChange } from "./apiserver/store.ts";
 import type { KubeletStep } from "./kubelet/kubelet.ts";
 import type { RunningSystem } from "./system.ts";
@@ -74,7 +74,7 @@ function observe(c: StoredChange, seen: Seen, volumeHandle: () => string | undef
           "selected",
           `scheduler: claim ${claimName} waits for its first consumer; selected node ${node}`,
         );
-      const provisioner = o.metadata.annotations?.["volume.kubernetes.io/storage-provisioner"];
+      const provisioner = o.metadata.annotations?.[annStorageProvisioner];
       if (provisioner) t.once("handed", `claim handed to provisioner ${provisioner}`);
       if (str(o.status?.phase) === "Bound")
         t.once("bound", `binder: claim Bound to ${str(o.spec?.volumeName)}`);
@@ -212,7 +212,7 @@ export async function runDemo(
     await kube.create(storageClasses, {
       apiVersion: "storage.k8s.io/v1",
       kind: "StorageClass",
-      metadata: { name: "demo", annotations: { "storageclass.kubernetes.io/is-default-class": "true" } },
+      metadata: { name: "demo", annotations: { [annDefaultClass]: "true" } },
       provisioner: system.driverName,
       reclaimPolicy: "Delete",
       volumeBindingMode: "WaitForFirstConsumer",

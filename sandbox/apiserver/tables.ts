@@ -1,6 +1,7 @@
 // Server-side printing (meta.k8s.io/v1 Table) for `kubectl get`: kubectl asks
 // for Tables and, for built-in kinds, has no client-side printer to fall back
 // on. Columns follow kube-apiserver's printers for the kinds we serve.
+import { annBetaDefaultClass, annDefaultClass } from "../../shared/kube/well-known.ts";
 import type { ResourceType } from "./resources.ts";
 import type { KubeObject } from "./store.ts";
 
@@ -118,9 +119,7 @@ const columnsByPlural: Record<string, Column[]> = {
       ...name,
       cell: (o) => {
         const a = o.metadata.annotations ?? {};
-        const isDefault =
-          a["storageclass.kubernetes.io/is-default-class"] === "true" ||
-          a["storageclass.beta.kubernetes.io/is-default-class"] === "true";
+        const isDefault = a[annDefaultClass] === "true" || a[annBetaDefaultClass] === "true";
         return `${str(o.metadata.name)}${isDefault ? " (default)" : ""}`;
       },
     },

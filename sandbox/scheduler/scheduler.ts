@@ -24,12 +24,11 @@ import type {
   Pod,
   StorageClass,
 } from "../../shared/kube/types.ts";
-import { annSelectedNode } from "../../shared/kube/well-known.ts";
+import { annBoundByController, annSelectedNode } from "../../shared/kube/well-known.ts";
 import { WatchLoop, type WatchLoopHost } from "../cluster/watch-loop.ts";
 import { decidePod, type ScheduleDecision, type SchedulingView } from "./decide.ts";
 
 export const schedulerName = "default-scheduler";
-const boundByControllerAnnotation = "pv.kubernetes.io/bound-by-controller";
 
 export interface SandboxSchedulerOptions extends WatchLoopHost {
   /** How often every pending pod is looked at again without a change; default 1 s. */
@@ -162,7 +161,7 @@ export class SandboxScheduler {
             ...pv,
             metadata: {
               ...pv.metadata,
-              annotations: { ...pv.metadata.annotations, [boundByControllerAnnotation]: "yes" },
+              annotations: { ...pv.metadata.annotations, [annBoundByController]: "yes" },
             },
             spec: {
               ...pv.spec,
