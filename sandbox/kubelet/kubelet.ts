@@ -33,6 +33,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
+import { isNodeReady } from "../cluster/node-ready.ts";
 import { WatchLoop, type WatchLoopHost } from "../cluster/watch-loop.ts";
 import {
   isFinished,
@@ -217,7 +218,7 @@ export class SandboxKubelet {
     const node = this.loop.cache.get<Node>(nodes, this.nodeName);
     if (!node || !this.csi) return;
     // A node marked not Ready stands for a node that is down: its kubelet does nothing until it is back.
-    if (!node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) return;
+    if (!isNodeReady(node)) return;
     const here = this.loop.cache.list<Pod>(pods).filter((p) => p.spec.nodeName === this.nodeName);
     const byUid = new Map(here.map((p) => [p.metadata.uid ?? "", p]));
     const active = here.filter((p) => !p.metadata.deletionTimestamp && !isFinished(p));

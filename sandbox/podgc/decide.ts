@@ -5,6 +5,7 @@
 // a pod bound to a node that has not existed for the quarantine period, and
 // a pod being deleted that was never scheduled.
 import type { Node, Pod } from "../../shared/kube/types.ts";
+import { isNodeReady } from "../cluster/node-ready.ts";
 
 export const outOfServiceTaint = "node.kubernetes.io/out-of-service";
 
@@ -12,10 +13,6 @@ export interface PodToCollect {
   pod: Pod;
   /** Orphans are first marked Failed with a DisruptionTarget condition, as upstream does. */
   reason: "terminating-out-of-service" | "orphaned" | "unscheduled-terminating";
-}
-
-function isReady(node: Node): boolean {
-  return node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
 }
 
 /**
@@ -47,7 +44,11 @@ export function podsToCollect(
       if (nowMs - since >= quarantineMs) out.push({ pod, reason: "orphaned" });
       continue;
     }
-    if (deleting && !isReady(node) && (node.spec?.taints ?? []).some((t) => t.key === outOfServiceTaint)) {
+    if (
+      deleting &&
+      !isNodeReady(node) &&
+      (node.spec?.taints ?? []).some((t) => t.key === outOfServiceTaint)
+    ) {
       out.push({ pod, reason: "terminating-out-of-service" });
     }
   }

@@ -23,6 +23,7 @@ import type {
   StorageClass,
 } from "../../shared/kube/types.ts";
 import { annSelectedNode } from "../../shared/kube/well-known.ts";
+import { isNodeReady } from "../cluster/node-ready.ts";
 import { nodeSelectorTermsMatch } from "../cluster/node-selector.ts";
 
 const noProvisioner = "kubernetes.io/no-provisioner";
@@ -90,10 +91,6 @@ export function podClaimNames(pod: Pod): string[] {
     else if (v.ephemeral) names.push(`${pod.metadata.name}-${v.name}`);
   }
   return [...new Set(names)];
-}
-
-function isReady(node: Node): boolean {
-  return node.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
 }
 
 function tolerates(
@@ -210,7 +207,7 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
   function nodeProblem(node: Node): string | undefined {
     const name = node.metadata.name;
     const labels = node.metadata.labels ?? {};
-    if (!isReady(node)) return reasons.notReady;
+    if (!isNodeReady(node)) return reasons.notReady;
     if (
       node.spec?.unschedulable === true &&
       !tolerates(tolerations, { key: "node.kubernetes.io/unschedulable", effect: "NoSchedule" })
