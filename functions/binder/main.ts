@@ -1,9 +1,9 @@
 // Entry of the binder function: `FUNCTION=binder npm run serve`, or the
 // container command. Configuration: KUBECONFIG (or the in-cluster service
-// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, STORAGE_CLASS_CACHE, PROVISIONER_DRIVERS.
+// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, STORAGE_CLASS_CACHE.
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
-import { booleanFromEnv, driverNamesFromEnv } from "../../shared/config.ts";
+import { booleanFromEnv } from "../../shared/config.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -18,7 +18,6 @@ import { createBinderApp } from "./app.ts";
 /** The binder from the environment, not yet serving (lambda.ts serves its app too). */
 export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "binder" });
-  const staticVolumeDeleters = driverNamesFromEnv(env, "PROVISIONER_DRIVERS");
   const kubeConfig = loadKubeConfig(env);
   const kube = new KubeJsonClient(kubeConfig);
   const events = new EventRecorder(kube, {
@@ -42,7 +41,6 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     events,
     ...(volumeCache ? { volumeCache } : {}),
     ...(classCopy ? { storageClasses: classCopy.get } : {}),
-    staticVolumeDeleters,
   });
   const app = createBinderApp({ controller, logger });
   return { name: "binder", app, logger, close: closeParts({ copies: [volumeCache, classCopy], kube }) };

@@ -15,11 +15,6 @@ export interface VolumeSyncView {
   /** Pods in the claim's namespace; needed only for the Recycle policy. */
   pods: readonly Pod[];
   now: string;
-  /**
-   * CSI drivers whose external provisioner (ours) also reclaims static volumes, as the
-   * external-provisioner does since HonorPVReclaimPolicy. Other static CSI volumes have no deleter.
-   */
-  staticVolumeDeleters?: ReadonlySet<string>;
 }
 
 export function syncVolume(volume: PersistentVolume, view: VolumeSyncView): SyncPlan {
@@ -162,7 +157,7 @@ function reclaimVolume(p: Planner, volume: PersistentVolume, view: VolumeSyncVie
       recycleVolume(p, volume, view);
       return;
     case "Delete":
-      deleteVolume(p, volume, view);
+      deleteVolume(p, volume);
       return;
     default:
       setPhaseWithEvent(
@@ -198,19 +193,17 @@ function recycleVolume(p: Planner, volume: PersistentVolume, view: VolumeSyncVie
   p.decided("no recycler plugin for the volume");
 }
 
-function deleteVolume(p: Planner, volume: PersistentVolume, view: VolumeSyncView): void {
+function deleteVolume(p: Planner, volume: PersistentVolume): void {
   const provisioner = volume.metadata.annotations?.[annDynamicallyProvisioned];
-  if (provisioner !== undefined && provisioner !== "" && !provisioner.startsWith("kubernetes.io/")) {
-    // Observed: an external provisioner deletes what it provisioned; leave it Released for it.
+  // An external provisioner deletes what it provisioned; and since HonorPVReclaimPolicy (GA in 1.33)
+  // kube-controller-manager leaves a CSI volume without provisioned-by, static, to its driver's
+  // external-provisioner too. Either stays Released for its deleter.
+  const external = provisioner ? !provisioner.startsWith("kubernetes.io/") : Boolean(volume.spec.csi);
+  if (external) {
     p.decided("volume is released; waiting for the external deleter");
     return;
   }
-  const driver = volume.spec.csi?.driver;
-  if (driver !== undefined && view.staticVolumeDeleters?.has(driver)) {
-    p.decided(`volume is released; waiting for ${driver}'s provisioner to delete it`);
-    return;
-  }
-  // A static CSI volume without such a deleter fails as in kube-controller-manager: no in-tree deleter matches it.
+  // No in-tree deleter plugin exists here.
   setPhaseWithEvent(
     p,
     volume,

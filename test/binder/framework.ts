@@ -193,7 +193,6 @@ export class World {
   events: string[] = [];
   eventMessages: string[] = [];
   writes = 0;
-  staticVolumeDeleters: ReadonlySet<string> = new Set();
   readonly classes: StorageClass[];
   readonly pods: Pod[];
 
@@ -225,7 +224,6 @@ export class World {
       claim: claim && structuredClone(claim),
       pods: this.pods,
       now,
-      staticVolumeDeleters: this.staticVolumeDeleters,
     });
   }
 
@@ -298,13 +296,10 @@ export interface SyncCase {
   test: "claim" | "volume";
   classes?: StorageClass[];
   pods?: Pod[];
-  /** CSI drivers whose provisioner reclaims static volumes (the binder's PROVISIONER_DRIVERS). */
-  staticVolumeDeleters?: string[];
 }
 
 export function runSyncCase(c: SyncCase): World {
   const world = new World(c.initialVolumes, c.initialClaims, c.classes ?? defaultClasses, c.pods ?? []);
-  world.staticVolumeDeleters = new Set(c.staticVolumeDeleters ?? []);
   const plan =
     c.test === "claim" ? world.syncClaim(c.initialClaims[0]!) : world.syncVolume(c.initialVolumes[0]!);
   world.apply(plan);

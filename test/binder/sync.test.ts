@@ -890,33 +890,14 @@ const syncCases: SyncCase[] = [
     test: "volume",
   },
   {
-    // kube-controller-manager (1.20 and today's) finds no deletable plugin for a CSI spec without
-    // pv.kubernetes.io/provisioned-by, and the external-provisioner deletes only Released volumes.
-    name: "5-2b - Delete of a static CSI volume of a driver no provisioner of ours serves fails as upstream",
+    // kube-controller-manager since HonorPVReclaimPolicy (GA in 1.33) leaves every CSI volume, static or
+    // not, to its driver's external-provisioner, which deletes only Released volumes: no Failed, no Event.
+    name: "5-2b - Delete of a static CSI volume waits Released for its driver's external-provisioner",
     initialVolumes: [newVolume("volume5-2b", "1Gi", "uid5-2b", "claim5-2b", BoundV, Delete, classEmpty)],
-    expectedVolumes: [
-      {
-        ...newVolume("volume5-2b", "1Gi", "uid5-2b", "claim5-2b", Failed, Delete, classEmpty),
-        status: {
-          phase: Failed,
-          message:
-            'error getting deleter volume plugin for volume "volume5-2b": no deletable volume plugin matched',
-        },
-      },
-    ],
-    initialClaims: [],
-    expectedClaims: [],
-    expectedEvents: ["Warning VolumeFailedDelete"],
-    test: "volume",
-  },
-  {
-    name: "5-2c - Delete of a static CSI volume of a driver our provisioner serves waits for it",
-    initialVolumes: [newVolume("volume5-2c", "1Gi", "uid5-2c", "claim5-2c", BoundV, Delete, classEmpty)],
-    expectedVolumes: [newVolume("volume5-2c", "1Gi", "uid5-2c", "claim5-2c", Released, Delete, classEmpty)],
+    expectedVolumes: [newVolume("volume5-2b", "1Gi", "uid5-2b", "claim5-2b", Released, Delete, classEmpty)],
     initialClaims: [],
     expectedClaims: [],
     expectedEvents: [],
-    staticVolumeDeleters: ["hostpath.csi.k8s.io"],
     test: "volume",
   },
   {

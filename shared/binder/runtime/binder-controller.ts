@@ -44,8 +44,6 @@ export interface BinderControllerOptions {
   volumeCache?: VolumeCache;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
   storageClasses?: () => StorageClassCopy;
-  /** CSI drivers our provisioner serves: their released static volumes are left to it (PROVISIONER_DRIVERS). */
-  staticVolumeDeleters?: ReadonlySet<string>;
 }
 
 /** A binder key is what a plan may follow up on: a claim (with a candidate volume) or a volume. */
@@ -75,7 +73,6 @@ function binderSpec(
 ): ControllerSpec<BinderKey, BinderState, PlanStep, FollowUp, never, SyncReport> {
   const { kube } = o;
   const now = (): string => rfc3339((o.now ?? (() => new Date()))());
-  const staticVolumeDeleters = o.staticVolumeDeleters ?? new Set<string>();
 
   /** A deleted claim releases its volume: sync the volume it named (or, without the object, every volume pointing at it). */
   async function claimDeleted(e: BinderEvent): Promise<BinderKey[]> {
@@ -162,7 +159,7 @@ function binderSpec(
       return {
         kind: "volume",
         volume,
-        view: await loadVolumeView(kube, volume, now(), staticVolumeDeleters),
+        view: await loadVolumeView(kube, volume, now()),
       };
     },
     absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),

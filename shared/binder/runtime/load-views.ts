@@ -158,10 +158,9 @@ export async function loadVolumeView(
   kube: KubeJsonClient,
   volume: PersistentVolume,
   now: string,
-  staticVolumeDeleters: ReadonlySet<string>,
 ): Promise<VolumeSyncView> {
   const ref = volume.spec.claimRef;
-  if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now, staticVolumeDeleters };
+  if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now };
   const claim = await readClaim(kube, ref.namespace ?? "", ref.name);
   const claimGone = !claim || claim.metadata.uid !== ref.uid;
   // Only the Recycle policy asks which pods still use the claim.
@@ -169,5 +168,5 @@ export async function loadVolumeView(
     claimGone && volume.spec.persistentVolumeReclaimPolicy === "Recycle"
       ? (await kube.list<Pod>(pods, { namespace: ref.namespace ?? "" })).items
       : [];
-  return { claim, pods: claimPods, now, staticVolumeDeleters };
+  return { claim, pods: claimPods, now };
 }
