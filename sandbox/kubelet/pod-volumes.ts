@@ -7,6 +7,7 @@
 import { uniqueVolumeName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import { AccessModeError, csiAccessModeForVolume } from "../../shared/csi/access-modes.ts";
 import type { VolumeCapability } from "../../shared/csi/types.ts";
+import { ephemeralClaimName } from "../../shared/kube/pod-claims.ts";
 import type { CSIDriver, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
 
 export interface PodVolumeView {
@@ -36,7 +37,7 @@ export function resolvePodVolumes(pod: Pod, view: PodVolumeView): PodVolumes {
   const volumes: CsiVolumeToMount[] = [];
   for (const v of pod.spec.volumes ?? []) {
     const claimName =
-      v.persistentVolumeClaim?.claimName ?? (v.ephemeral ? `${pod.metadata.name}-${v.name}` : undefined);
+      v.persistentVolumeClaim?.claimName ?? (v.ephemeral ? ephemeralClaimName(pod, v) : undefined);
     if (!claimName) continue;
     const claim = view.claim(namespace, claimName);
     if (!claim) return { ready: false, reason: `persistentvolumeclaim "${claimName}" not found` };

@@ -13,6 +13,7 @@
 
 import { findBestMatchForClaim } from "../../shared/binder/find-best-match.ts";
 import { isVolumeBoundToClaim } from "../../shared/binder/volume-helpers.ts";
+import { podClaimNames } from "../../shared/kube/pod-claims.ts";
 import type {
   CSINode,
   Node,
@@ -82,16 +83,6 @@ const reasons = {
   bindConflict: "node(s) didn't find available persistent volumes to bind",
   selectedNode: "node(s) didn't match the claim's selected node",
 } as const;
-
-/** The claims a pod's volumes name: persistentVolumeClaim, and generic ephemeral `<pod>-<volume>`. */
-export function podClaimNames(pod: Pod): string[] {
-  const names: string[] = [];
-  for (const v of pod.spec.volumes ?? []) {
-    if (v.persistentVolumeClaim?.claimName) names.push(v.persistentVolumeClaim.claimName);
-    else if (v.ephemeral) names.push(`${pod.metadata.name}-${v.name}`);
-  }
-  return [...new Set(names)];
-}
 
 function tolerates(
   tolerations: readonly Toleration[],
