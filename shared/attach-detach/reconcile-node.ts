@@ -7,6 +7,7 @@
 
 import { isMultiAttachAllowed } from "../kube/multi-attach.ts";
 import { podClaimNames } from "../kube/pod-claims.ts";
+import { isPodTerminated } from "../kube/pod-terminated.ts";
 import type {
   CSIDriver,
   Node,
@@ -78,10 +79,6 @@ interface DesiredVolume {
   pods: Pod[];
 }
 
-function isTerminated(pod: Pod): boolean {
-  return pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
-}
-
 /** Desired attachments on the node, keyed by PV name. */
 export function desiredVolumes(input: NodeReconcileInput): Map<string, DesiredVolume> {
   const claims = new Map(input.claims.map((c) => [`${c.metadata.namespace}/${c.metadata.name}`, c]));
@@ -89,7 +86,7 @@ export function desiredVolumes(input: NodeReconcileInput): Map<string, DesiredVo
   const drivers = new Map(input.drivers.map((d) => [d.metadata.name, d]));
   const desired = new Map<string, DesiredVolume>();
   for (const pod of input.pods) {
-    if (pod.spec.nodeName !== input.nodeName || isTerminated(pod)) continue;
+    if (pod.spec.nodeName !== input.nodeName || isPodTerminated(pod)) continue;
     for (const claimName of podClaimNames(pod)) {
       const claim = claims.get(`${pod.metadata.namespace}/${claimName}`);
       const pvName = claim?.spec.volumeName;

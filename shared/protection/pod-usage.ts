@@ -6,6 +6,7 @@
 // not shut down.
 import { isRecord } from "../is-record.ts";
 import { ephemeralClaimName } from "../kube/pod-claims.ts";
+import { isPodTerminated } from "../kube/pod-terminated.ts";
 import type { PersistentVolumeClaim, Pod, PodVolume } from "../kube/types.ts";
 
 function volumesOf(pod: Pod): PodVolume[] {
@@ -43,24 +44,6 @@ export function podUsesClaim(pod: Pod, claim: PersistentVolumeClaim): boolean {
       claimIsForPod(claim, pod)
     );
   });
-}
-
-/** Every container status is waiting or terminated (an empty list counts as not running). */
-function notRunning(statuses: unknown): boolean {
-  if (!Array.isArray(statuses)) return true;
-  return statuses.every((s) => isRecord(s) && isRecord(s.state) && (s.state.terminated || s.state.waiting));
-}
-
-/** Finished, or being deleted with no container running: the kubelet's volume code's notion of terminated. */
-export function isPodTerminated(pod: Pod): boolean {
-  const status = pod.status ?? {};
-  if (status.phase === "Failed" || status.phase === "Succeeded") return true;
-  return (
-    Boolean(pod.metadata.deletionTimestamp) &&
-    notRunning(status.initContainerStatuses) &&
-    notRunning(status.containerStatuses) &&
-    notRunning(status.ephemeralContainerStatuses)
-  );
 }
 
 /**

@@ -72,6 +72,15 @@ function pod(name: string, claim: string, nodeName: string, phase = "Running"): 
   };
 }
 
+/** The pod being deleted, with these container statuses. */
+function deleting(p: Pod, containerStatuses: unknown[]): Pod {
+  return {
+    ...p,
+    metadata: { ...p.metadata, deletionTimestamp: "2026-01-01T00:09:00Z" },
+    status: { ...p.status, containerStatuses } as Pod["status"],
+  };
+}
+
 function claim(name: string, volumeName?: string): PersistentVolumeClaim {
   return {
     apiVersion: "v1",
@@ -188,6 +197,19 @@ describe("attach/detach: desired state", () => {
         volumes: [pv("pv1", "c")],
       },
       want: [],
+    },
+    {
+      // Upstream's volume util IsPodTerminated: a pod being deleted counts once no container runs.
+      name: "a pod being deleted wants nothing once no container runs; with one running it still wants its PV",
+      in: {
+        pods: [
+          deleting(pod("p", "c", "node-a"), [{ state: { terminated: { exitCode: 0 } } }]),
+          deleting(pod("q", "d", "node-a"), [{ state: { running: {} } }]),
+        ],
+        claims: [claim("c", "pv1"), claim("d", "pv2")],
+        volumes: [pv("pv1", "c"), pv("pv2", "d")],
+      },
+      want: ["pv2"],
     },
     {
       name: "an unbound claim wants nothing yet",

@@ -5,12 +5,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { podClaimNames } from "../../shared/kube/pod-claims.ts";
+import { isPodTerminated } from "../../shared/kube/pod-terminated.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
 import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/kube/well-known.ts";
 import { type ClaimStep, claimNeedsNoSync, decideClaim } from "../../shared/protection/decide-claim.ts";
 import { decideVolume, type VolumeStep, volumeNeedsNoSync } from "../../shared/protection/decide-volume.ts";
 import { podFromEvent } from "../../shared/protection/pod-from-event.ts";
-import { isPodTerminated, podIsShutDown, podMayFreeClaims } from "../../shared/protection/pod-usage.ts";
+import { podIsShutDown, podMayFreeClaims } from "../../shared/protection/pod-usage.ts";
 
 const deletedAt = "2026-01-01T00:00:00Z";
 

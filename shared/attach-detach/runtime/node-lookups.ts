@@ -4,6 +4,7 @@
 import { getOptional } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { podClaimNames } from "../../kube/pod-claims.ts";
+import { isPodTerminated } from "../../kube/pod-terminated.ts";
 import { persistentVolumes, pods, volumeAttachments } from "../../kube/resources.ts";
 import type { PersistentVolume, Pod, VolumeAttachment } from "../../kube/types.ts";
 import { annAttachLock } from "../../kube/well-known.ts";
@@ -48,8 +49,7 @@ export async function podsElsewhere(
     (p) =>
       p.spec.nodeName &&
       p.spec.nodeName !== nodeName &&
-      p.status?.phase !== "Succeeded" &&
-      p.status?.phase !== "Failed" &&
+      !isPodTerminated(p) &&
       p.metadata.namespace === ref?.namespace &&
       podClaimNames(p).includes(ref?.name ?? ""),
   );
