@@ -479,8 +479,10 @@ export class Registry {
     if (options.dryRun) return next;
 
     next.metadata.resourceVersion = this.store.nextRevision().toString();
-    if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0) {
-      // The last finalizer is gone from an object being deleted: it goes now.
+    const grace = old.metadata.deletionGracePeriodSeconds;
+    if (next.metadata.deletionTimestamp && (next.metadata.finalizers ?? []).length === 0 && !grace) {
+      // The last finalizer is gone from an object being deleted: it goes now. A pod still in its
+      // grace period stays, as upstream's, until its kubelet's final DELETE.
       this.store.remove(t, next.metadata.namespace, name, next);
     } else {
       this.store.put(t, "MODIFIED", next);

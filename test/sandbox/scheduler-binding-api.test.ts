@@ -151,6 +151,17 @@ describe("graceful pod deletion", () => {
       (marked.body.metadata as { resourceVersion: string }).resourceVersion,
     );
     assert.equal((await call(graceful, "GET", `${podsPath}/web`)).status, 200);
+    // A status write in the grace period (the kubelet's, the pod gc's Failed) keeps the pod: only the final DELETE removes it.
+    const terminating = (await call(graceful, "GET", `${podsPath}/web`)).body;
+    const failed = await call(graceful, "PUT", `${podsPath}/web/status`, {
+      ...terminating,
+      status: { phase: "Failed" },
+    });
+    assert.equal(failed.status, 200, JSON.stringify(failed.body));
+    assert.equal(
+      ((await call(graceful, "GET", `${podsPath}/web`)).body.status as { phase: string }).phase,
+      "Failed",
+    );
 
     const wrongUid = await call(graceful, "DELETE", `${podsPath}/web`, {
       kind: "DeleteOptions",
