@@ -63,18 +63,22 @@ export class SandboxPodGc {
 
   private async collect({ pod, reason }: PodToCollect): Promise<void> {
     const namespace = pod.metadata.namespace ?? "default";
-    if (reason === "orphaned" && pod.status?.phase !== "Succeeded" && pod.status?.phase !== "Failed") {
-      // No kubelet will ever end it: say so in its status before it goes.
-      const conditions = ((pod.status?.conditions as { type: string }[] | undefined) ?? []).filter(
-        (c) => c.type !== "DisruptionTarget",
-      );
-      conditions.push({
-        type: "DisruptionTarget",
-        status: "True",
-        reason: "DeletionByPodGC",
-        message: "PodGC: node no longer exists",
-        lastTransitionTime: rfc3339(new Date()),
-      } as { type: string });
+    if (pod.status?.phase !== "Succeeded" && pod.status?.phase !== "Failed") {
+      // No kubelet will ever end it: it is Failed before it goes, as upstream marks it; an orphan also says why.
+      const current = (pod.status?.conditions as { type: string }[] | undefined) ?? [];
+      const conditions =
+        reason === "orphaned"
+          ? [
+              ...current.filter((c) => c.type !== "DisruptionTarget"),
+              {
+                type: "DisruptionTarget",
+                status: "True",
+                reason: "DeletionByPodGC",
+                message: "PodGC: node no longer exists",
+                lastTransitionTime: rfc3339(new Date()),
+              },
+            ]
+          : current;
       await this.loop.json.replace(
         pods,
         { ...pod, status: { ...pod.status, phase: "Failed", conditions } },

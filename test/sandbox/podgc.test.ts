@@ -145,7 +145,12 @@ describe("sandbox pod gc over the API", () => {
       spec: { nodeName, containers: [{ name: "c", image: "busybox" }] },
     });
 
-  it("force deletes a terminating pod of a shut-down node once it carries the out-of-service taint", async () => {
+  it("force deletes a terminating pod of a shut-down node once it carries the out-of-service taint, marked Failed first", async () => {
+    const phases: string[] = [];
+    const unsubscribe = api.store.subscribe((c) => {
+      if (c.object.metadata.name === "stuck" && c.type !== "ADDED")
+        phases.push(`${c.type} ${(c.object.status as { phase?: string } | undefined)?.phase}`);
+    });
     await kube.create(nodes, {
       ...node("down", false),
       metadata: { name: "down" },
@@ -160,7 +165,13 @@ describe("sandbox pod gc over the API", () => {
       ...n,
       spec: { taints: [{ key: outOfServiceTaint, value: "nodeshutdown", effect: "NoExecute" }] },
     });
-    await gone("stuck");
+    try {
+      await gone("stuck");
+    } finally {
+      unsubscribe();
+    }
+    // The graceful DELETE marks it; the gc writes Failed, then force deletes it.
+    assert.deepEqual(phases, ["MODIFIED Pending", "MODIFIED Failed", "DELETED Failed"]);
   });
 
   it("marks an orphan Failed with DisruptionTarget, then deletes it", async () => {
