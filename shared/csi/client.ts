@@ -30,6 +30,8 @@ import type {
   ControllerExpandVolumeRequest,
   ControllerExpandVolumeResponse,
   ControllerGetCapabilitiesResponse,
+  ControllerModifyVolumeRequest,
+  ControllerModifyVolumeResponse,
   ControllerPublishVolumeRequest,
   ControllerPublishVolumeResponse,
   ControllerUnpublishVolumeRequest,
@@ -50,6 +52,8 @@ import type {
   ListSnapshotsResponse,
   ListVolumesRequest,
   ListVolumesResponse,
+  NodeExpandVolumeRequest,
+  NodeExpandVolumeResponse,
   NodeGetCapabilitiesResponse,
   NodeGetInfoResponse,
   NodePublishVolumeRequest,
@@ -318,10 +322,24 @@ export class CsiClient {
     return this.call("Controller", "ControllerExpandVolume", request, options);
   }
 
+  controllerModifyVolume(
+    request: ControllerModifyVolumeRequest,
+    options?: CsiCallOptions,
+  ): Promise<ControllerModifyVolumeResponse> {
+    return this.call("Controller", "ControllerModifyVolume", request, options);
+  }
+
   // ---- Node ----------------------------------------------------------------
 
   nodeGetInfo(options?: CsiCallOptions): Promise<NodeGetInfoResponse> {
     return this.call("Node", "NodeGetInfo", {}, options);
+  }
+
+  nodeExpandVolume(
+    request: NodeExpandVolumeRequest,
+    options?: CsiCallOptions,
+  ): Promise<NodeExpandVolumeResponse> {
+    return this.call("Node", "NodeExpandVolume", request, options);
   }
 
   nodeGetCapabilities(options?: CsiCallOptions): Promise<NodeGetCapabilitiesResponse> {

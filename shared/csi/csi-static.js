@@ -7470,6 +7470,619 @@ export const csi = $root.csi = (() => {
             return ControllerExpandVolumeResponse;
         })();
 
+        v1.ControllerModifyVolumeRequest = (function() {
+
+            function ControllerModifyVolumeRequest(properties) {
+                this.secrets = {};
+                this.mutableParameters = {};
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            ControllerModifyVolumeRequest.prototype.volumeId = "";
+            ControllerModifyVolumeRequest.prototype.secrets = $util.emptyObject;
+            ControllerModifyVolumeRequest.prototype.mutableParameters = $util.emptyObject;
+
+            ControllerModifyVolumeRequest.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    writer.uint32(10).string(message.volumeId);
+                if (message.secrets != null && Object.hasOwnProperty.call(message, "secrets"))
+                    for (let keys = Object.keys(message.secrets), i = 0; i < keys.length; ++i)
+                        writer.uint32(18).fork().uint32(10).string(keys[i]).uint32(18).string(message.secrets[keys[i]]).ldelim();
+                if (message.mutableParameters != null && Object.hasOwnProperty.call(message, "mutableParameters"))
+                    for (let keys = Object.keys(message.mutableParameters), i = 0; i < keys.length; ++i)
+                        writer.uint32(26).fork().uint32(10).string(keys[i]).uint32(18).string(message.mutableParameters[keys[i]]).ldelim();
+                return writer;
+            };
+
+            ControllerModifyVolumeRequest.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message, key, value;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.ControllerModifyVolumeRequest();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    case 1: {
+                            message.volumeId = reader.string();
+                            break;
+                        }
+                    case 2: {
+                            if (message.secrets === $util.emptyObject)
+                                message.secrets = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.secrets, key);
+                            message.secrets[key] = value;
+                            break;
+                        }
+                    case 3: {
+                            if (message.mutableParameters === $util.emptyObject)
+                                message.mutableParameters = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.mutableParameters, key);
+                            message.mutableParameters[key] = value;
+                            break;
+                        }
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            ControllerModifyVolumeRequest.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.ControllerModifyVolumeRequest)
+                    return object;
+                if (!$util.isObject(object))
+                    throw TypeError(".csi.v1.ControllerModifyVolumeRequest: object expected");
+                if (long === undefined)
+                    long = 0;
+                if (long > $util.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let message = new $root.csi.v1.ControllerModifyVolumeRequest();
+                if (object.volumeId != null)
+                    message.volumeId = String(object.volumeId);
+                if (object.secrets) {
+                    if (!$util.isObject(object.secrets))
+                        throw TypeError(".csi.v1.ControllerModifyVolumeRequest.secrets: object expected");
+                    message.secrets = {};
+                    for (let keys = Object.keys(object.secrets), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.secrets, keys[i]);
+                        message.secrets[keys[i]] = String(object.secrets[keys[i]]);
+                    }
+                }
+                if (object.mutableParameters) {
+                    if (!$util.isObject(object.mutableParameters))
+                        throw TypeError(".csi.v1.ControllerModifyVolumeRequest.mutableParameters: object expected");
+                    message.mutableParameters = {};
+                    for (let keys = Object.keys(object.mutableParameters), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.mutableParameters, keys[i]);
+                        message.mutableParameters[keys[i]] = String(object.mutableParameters[keys[i]]);
+                    }
+                }
+                return message;
+            };
+
+            ControllerModifyVolumeRequest.toObject = function toObject(message, options, q) {
+                if (!options)
+                    options = {};
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                let object = {};
+                if (options.objects || options.defaults) {
+                    object.secrets = {};
+                    object.mutableParameters = {};
+                }
+                if (options.defaults)
+                    object.volumeId = "";
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    object.volumeId = message.volumeId;
+                let keys2;
+                if (message.secrets && (keys2 = Object.keys(message.secrets)).length) {
+                    object.secrets = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.secrets, keys2[j]);
+                        object.secrets[keys2[j]] = message.secrets[keys2[j]];
+                    }
+                }
+                if (message.mutableParameters && (keys2 = Object.keys(message.mutableParameters)).length) {
+                    object.mutableParameters = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.mutableParameters, keys2[j]);
+                        object.mutableParameters[keys2[j]] = message.mutableParameters[keys2[j]];
+                    }
+                }
+                return object;
+            };
+
+            ControllerModifyVolumeRequest.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return ControllerModifyVolumeRequest;
+        })();
+
+        v1.ControllerModifyVolumeResponse = (function() {
+
+            function ControllerModifyVolumeResponse(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            ControllerModifyVolumeResponse.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                return writer;
+            };
+
+            ControllerModifyVolumeResponse.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.ControllerModifyVolumeResponse();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            ControllerModifyVolumeResponse.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.ControllerModifyVolumeResponse)
+                    return object;
+                return new $root.csi.v1.ControllerModifyVolumeResponse();
+            };
+
+            ControllerModifyVolumeResponse.toObject = function toObject() {
+                return {};
+            };
+
+            ControllerModifyVolumeResponse.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return ControllerModifyVolumeResponse;
+        })();
+
+        v1.NodeExpandVolumeRequest = (function() {
+
+            function NodeExpandVolumeRequest(properties) {
+                this.secrets = {};
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeExpandVolumeRequest.prototype.volumeId = "";
+            NodeExpandVolumeRequest.prototype.volumePath = "";
+            NodeExpandVolumeRequest.prototype.capacityRange = null;
+            NodeExpandVolumeRequest.prototype.stagingTargetPath = "";
+            NodeExpandVolumeRequest.prototype.volumeCapability = null;
+            NodeExpandVolumeRequest.prototype.secrets = $util.emptyObject;
+
+            NodeExpandVolumeRequest.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    writer.uint32(10).string(message.volumeId);
+                if (message.volumePath != null && Object.hasOwnProperty.call(message, "volumePath"))
+                    writer.uint32(18).string(message.volumePath);
+                if (message.capacityRange != null && Object.hasOwnProperty.call(message, "capacityRange"))
+                    $root.csi.v1.CapacityRange.encode(message.capacityRange, writer.uint32(26).fork(), q + 1).ldelim();
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    writer.uint32(34).string(message.stagingTargetPath);
+                if (message.volumeCapability != null && Object.hasOwnProperty.call(message, "volumeCapability"))
+                    $root.csi.v1.VolumeCapability.encode(message.volumeCapability, writer.uint32(42).fork(), q + 1).ldelim();
+                if (message.secrets != null && Object.hasOwnProperty.call(message, "secrets"))
+                    for (let keys = Object.keys(message.secrets), i = 0; i < keys.length; ++i)
+                        writer.uint32(50).fork().uint32(10).string(keys[i]).uint32(18).string(message.secrets[keys[i]]).ldelim();
+                return writer;
+            };
+
+            NodeExpandVolumeRequest.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message, key, value;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeExpandVolumeRequest();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    case 1: {
+                            message.volumeId = reader.string();
+                            break;
+                        }
+                    case 2: {
+                            message.volumePath = reader.string();
+                            break;
+                        }
+                    case 3: {
+                            message.capacityRange = $root.csi.v1.CapacityRange.decode(reader, reader.uint32(), undefined, long + 1);
+                            break;
+                        }
+                    case 4: {
+                            message.stagingTargetPath = reader.string();
+                            break;
+                        }
+                    case 5: {
+                            message.volumeCapability = $root.csi.v1.VolumeCapability.decode(reader, reader.uint32(), undefined, long + 1);
+                            break;
+                        }
+                    case 6: {
+                            if (message.secrets === $util.emptyObject)
+                                message.secrets = {};
+                            let end2 = reader.uint32() + reader.pos;
+                            if (end2 > reader.len)
+                                throw RangeError("index out of range");
+                            reader.len = end2;
+                            key = "";
+                            value = "";
+                            while (reader.pos < end2) {
+                                let tag2 = reader.uint32();
+                                switch (tag2 >>> 3) {
+                                case 1:
+                                    key = reader.string();
+                                    break;
+                                case 2:
+                                    value = reader.string();
+                                    break;
+                                default:
+                                    reader.skipType(tag2 & 7, long);
+                                    break;
+                                }
+                            }
+                            if (reader.pos !== end2)
+                                throw RangeError("index out of range");
+                            reader.len = end;
+                            if (key === "__proto__")
+                                $util.makeProp(message.secrets, key);
+                            message.secrets[key] = value;
+                            break;
+                        }
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeExpandVolumeRequest.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeExpandVolumeRequest)
+                    return object;
+                if (!$util.isObject(object))
+                    throw TypeError(".csi.v1.NodeExpandVolumeRequest: object expected");
+                if (long === undefined)
+                    long = 0;
+                if (long > $util.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let message = new $root.csi.v1.NodeExpandVolumeRequest();
+                if (object.volumeId != null)
+                    message.volumeId = String(object.volumeId);
+                if (object.volumePath != null)
+                    message.volumePath = String(object.volumePath);
+                if (object.capacityRange != null) {
+                    if (!$util.isObject(object.capacityRange))
+                        throw TypeError(".csi.v1.NodeExpandVolumeRequest.capacityRange: object expected");
+                    message.capacityRange = $root.csi.v1.CapacityRange.fromObject(object.capacityRange, long + 1);
+                }
+                if (object.stagingTargetPath != null)
+                    message.stagingTargetPath = String(object.stagingTargetPath);
+                if (object.volumeCapability != null) {
+                    if (!$util.isObject(object.volumeCapability))
+                        throw TypeError(".csi.v1.NodeExpandVolumeRequest.volumeCapability: object expected");
+                    message.volumeCapability = $root.csi.v1.VolumeCapability.fromObject(object.volumeCapability, long + 1);
+                }
+                if (object.secrets) {
+                    if (!$util.isObject(object.secrets))
+                        throw TypeError(".csi.v1.NodeExpandVolumeRequest.secrets: object expected");
+                    message.secrets = {};
+                    for (let keys = Object.keys(object.secrets), i = 0; i < keys.length; ++i) {
+                        if (keys[i] === "__proto__")
+                            $util.makeProp(message.secrets, keys[i]);
+                        message.secrets[keys[i]] = String(object.secrets[keys[i]]);
+                    }
+                }
+                return message;
+            };
+
+            NodeExpandVolumeRequest.toObject = function toObject(message, options, q) {
+                if (!options)
+                    options = {};
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                let object = {};
+                if (options.objects || options.defaults)
+                    object.secrets = {};
+                if (options.defaults) {
+                    object.volumeId = "";
+                    object.volumePath = "";
+                    object.capacityRange = null;
+                    object.stagingTargetPath = "";
+                    object.volumeCapability = null;
+                }
+                if (message.volumeId != null && Object.hasOwnProperty.call(message, "volumeId"))
+                    object.volumeId = message.volumeId;
+                if (message.volumePath != null && Object.hasOwnProperty.call(message, "volumePath"))
+                    object.volumePath = message.volumePath;
+                if (message.capacityRange != null && Object.hasOwnProperty.call(message, "capacityRange"))
+                    object.capacityRange = $root.csi.v1.CapacityRange.toObject(message.capacityRange, options, q + 1);
+                if (message.stagingTargetPath != null && Object.hasOwnProperty.call(message, "stagingTargetPath"))
+                    object.stagingTargetPath = message.stagingTargetPath;
+                if (message.volumeCapability != null && Object.hasOwnProperty.call(message, "volumeCapability"))
+                    object.volumeCapability = $root.csi.v1.VolumeCapability.toObject(message.volumeCapability, options, q + 1);
+                let keys2;
+                if (message.secrets && (keys2 = Object.keys(message.secrets)).length) {
+                    object.secrets = {};
+                    for (let j = 0; j < keys2.length; ++j) {
+                        if (keys2[j] === "__proto__")
+                            $util.makeProp(object.secrets, keys2[j]);
+                        object.secrets[keys2[j]] = message.secrets[keys2[j]];
+                    }
+                }
+                return object;
+            };
+
+            NodeExpandVolumeRequest.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeExpandVolumeRequest;
+        })();
+
+        v1.NodeExpandVolumeResponse = (function() {
+
+            function NodeExpandVolumeResponse(properties) {
+                if (properties)
+                    for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                        if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                            this[keys[i]] = properties[keys[i]];
+            }
+
+            NodeExpandVolumeResponse.prototype.capacityBytes = $util.Long ? $util.Long.fromBits(0,0,false) : 0;
+
+            NodeExpandVolumeResponse.encode = function encode(message, writer, q) {
+                if (!writer)
+                    writer = $Writer.create();
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                if (message.capacityBytes != null && Object.hasOwnProperty.call(message, "capacityBytes"))
+                    writer.uint32(8).int64(message.capacityBytes);
+                return writer;
+            };
+
+            NodeExpandVolumeResponse.decode = function decode(reader, length, error, long) {
+                if (!(reader instanceof $Reader))
+                    reader = $Reader.create(reader);
+                if (long === undefined)
+                    long = 0;
+                if (long > $Reader.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let end, message;
+                if (length === undefined)
+                    end = reader.len;
+                else {
+                    end = reader.pos + length;
+                    if (end > reader.len)
+                        throw RangeError("index out of range");
+                    length = reader.len;
+                    reader.len = end;
+                }
+                message = new $root.csi.v1.NodeExpandVolumeResponse();
+                while (reader.pos < end) {
+                    let tag = reader.uint32();
+                    if (tag === error)
+                        break;
+                    switch (tag >>> 3) {
+                    case 1: {
+                            message.capacityBytes = reader.int64();
+                            break;
+                        }
+                    default:
+                        reader.skipType(tag & 7, long);
+                        break;
+                    }
+                }
+                if (length !== undefined) {
+                    if (reader.pos !== end)
+                        throw RangeError("index out of range");
+                    reader.len = length;
+                }
+                return message;
+            };
+
+            NodeExpandVolumeResponse.fromObject = function fromObject(object, long) {
+                if (object instanceof $root.csi.v1.NodeExpandVolumeResponse)
+                    return object;
+                if (!$util.isObject(object))
+                    throw TypeError(".csi.v1.NodeExpandVolumeResponse: object expected");
+                if (long === undefined)
+                    long = 0;
+                if (long > $util.recursionLimit)
+                    throw Error("maximum nesting depth exceeded");
+                let message = new $root.csi.v1.NodeExpandVolumeResponse();
+                if (object.capacityBytes != null)
+                    if ($util.Long)
+                        message.capacityBytes = $util.Long.fromValue(object.capacityBytes, false);
+                    else if (typeof object.capacityBytes === "string")
+                        message.capacityBytes = parseInt(object.capacityBytes, 10);
+                    else if (typeof object.capacityBytes === "number")
+                        message.capacityBytes = object.capacityBytes;
+                    else if (typeof object.capacityBytes === "object")
+                        message.capacityBytes = new $util.LongBits(object.capacityBytes.low >>> 0, object.capacityBytes.high >>> 0).toNumber();
+                return message;
+            };
+
+            NodeExpandVolumeResponse.toObject = function toObject(message, options, q) {
+                if (!options)
+                    options = {};
+                if (q === undefined)
+                    q = 0;
+                if (q > $util.recursionLimit)
+                    throw Error("max depth exceeded");
+                let object = {};
+                if (options.defaults)
+                    if ($util.Long) {
+                        let long = new $util.Long(0, 0, false);
+                        object.capacityBytes = options.longs === String ? long.toString() : options.longs === Number ? long.toNumber() : typeof BigInt !== "undefined" && options.longs === BigInt ? long.toBigInt() : long;
+                    } else
+                        object.capacityBytes = options.longs === String ? "0" : typeof BigInt !== "undefined" && options.longs === BigInt ? BigInt("0") : 0;
+                if (message.capacityBytes != null && Object.hasOwnProperty.call(message, "capacityBytes"))
+                    if (typeof BigInt !== "undefined" && options.longs === BigInt)
+                        object.capacityBytes = typeof message.capacityBytes === "number" ? BigInt(message.capacityBytes) : $util.Long.fromBits(message.capacityBytes.low >>> 0, message.capacityBytes.high >>> 0, false).toBigInt();
+                    else if (typeof message.capacityBytes === "number")
+                        object.capacityBytes = options.longs === String ? String(message.capacityBytes) : message.capacityBytes;
+                    else
+                        object.capacityBytes = options.longs === String ? $util.Long.prototype.toString.call(message.capacityBytes) : options.longs === Number ? new $util.LongBits(message.capacityBytes.low >>> 0, message.capacityBytes.high >>> 0).toNumber() : message.capacityBytes;
+                return object;
+            };
+
+            NodeExpandVolumeResponse.prototype.toJSON = function toJSON() {
+                return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+            };
+
+            return NodeExpandVolumeResponse;
+        })();
+
         v1.NodeStageVolumeRequest = (function() {
 
             function NodeStageVolumeRequest(properties) {

@@ -324,6 +324,29 @@ export interface ControllerExpandVolumeResponse {
   nodeExpansionRequired: boolean;
 }
 
+export interface ControllerModifyVolumeRequest {
+  volumeId: string;
+  /** Never log: see redactSecrets. */
+  secrets?: StringMap;
+  mutableParameters?: StringMap;
+}
+
+export type ControllerModifyVolumeResponse = Empty;
+
+export interface NodeExpandVolumeRequest {
+  volumeId: string;
+  volumePath: string;
+  capacityRange?: CapacityRange;
+  stagingTargetPath?: string;
+  volumeCapability?: VolumeCapability;
+  /** Never log: see redactSecrets. */
+  secrets?: StringMap;
+}
+
+export interface NodeExpandVolumeResponse {
+  capacityBytes: bigint;
+}
+
 // ---- Node ------------------------------------------------------------------
 
 /** What NodeStageVolume and NodePublishVolume both say about the volume. */

@@ -91,6 +91,8 @@ export interface PersistentVolumeSpec {
   volumeMode?: string;
   nodeAffinity?: { required?: { nodeSelectorTerms: NodeSelectorTerm[] } };
   csi?: CSIPersistentVolumeSource;
+  /** Set only with spec.csi; never goes back to unset once set. */
+  volumeAttributesClassName?: string;
   [key: string]: unknown;
 }
 
@@ -116,6 +118,8 @@ export interface PersistentVolumeClaimSpec {
   volumeMode?: string;
   dataSource?: TypedLocalObjectReference | null;
   dataSourceRef?: (TypedLocalObjectReference & { namespace?: string }) | null;
+  /** null and "" both mean none; a set class cannot go back to none. */
+  volumeAttributesClassName?: string | null;
   [key: string]: unknown;
 }
 
@@ -125,11 +129,37 @@ export interface TypedLocalObjectReference {
   name: string;
 }
 
+/** pkg/apis/core ClaimResourceStatus values (k8s >= 1.31 names). */
+export type ClaimResourceStatus =
+  | "ControllerResizeInProgress"
+  | "ControllerResizeInfeasible"
+  | "NodeResizePending"
+  | "NodeResizeInProgress"
+  | "NodeResizeInfeasible";
+
+export interface PersistentVolumeClaimCondition {
+  type: string;
+  status: string;
+  lastProbeTime?: string | null;
+  lastTransitionTime?: string | null;
+  reason?: string;
+  message?: string;
+}
+
+export interface ModifyVolumeStatus {
+  targetVolumeAttributesClassName?: string;
+  status: "Pending" | "InProgress" | "Infeasible";
+}
+
 export interface PersistentVolumeClaimStatus {
   phase?: string;
   accessModes?: string[];
   capacity?: Record<string, string>;
   conditions?: Record<string, unknown>[];
+  allocatedResources?: Record<string, string>;
+  allocatedResourceStatuses?: Record<string, ClaimResourceStatus>;
+  currentVolumeAttributesClassName?: string | null;
+  modifyVolumeStatus?: ModifyVolumeStatus | null;
   [key: string]: unknown;
 }
 
@@ -146,6 +176,12 @@ export interface StorageClass extends KubeObject {
   allowVolumeExpansion?: boolean;
   volumeBindingMode?: string;
   allowedTopologies?: { matchLabelExpressions?: { key: string; values: string[] }[] }[];
+}
+
+/** storage.k8s.io/v1 VolumeAttributesClass (GA in 1.34): both fields immutable. */
+export interface VolumeAttributesClass extends KubeObject {
+  driverName: string;
+  parameters?: Record<string, string>;
 }
 
 export interface PodVolume {

@@ -50,3 +50,11 @@ export const annAttachLock = "attachdetach.kube-storage-functions.io/node";
  * looks only at the annotation's presence). Nodes without it attach their volumes themselves.
  */
 export const annControllerManagedAttachDetach = "volumes.kubernetes.io/controller-managed-attach-detach";
+
+/** On a claim: the external resizer that expands it (kcm sets it for CSI-migrated in-tree volumes). */
+export const annStorageResizer = "volume.kubernetes.io/storage-resizer";
+/** On a claim: "true" once a controller-only expansion finished (no NodeExpandVolume needed). */
+export const annNodeExpansionNotRequired = "volume.kubernetes.io/node-expansion-not-required";
+/** On a PV: the secret for ControllerModifyVolume, copied from the class's controller-modify-secret parameters. */
+export const annControllerModifySecretName = "volume.kubernetes.io/controller-modify-secret-name";
+export const annControllerModifySecretNamespace = "volume.kubernetes.io/controller-modify-secret-namespace";
