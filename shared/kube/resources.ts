@@ -55,6 +55,20 @@ export const volumeAttachments = resource(
 );
 export const csiNodes = resource("storage.k8s.io", "v1", "csinodes", "CSINode", false);
 export const csiDrivers = resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", false);
+export const volumeAttributesClasses = resource(
+  "storage.k8s.io",
+  "v1",
+  "volumeattributesclasses",
+  "VolumeAttributesClass",
+  false,
+);
+export const csiStorageCapacities = resource(
+  "storage.k8s.io",
+  "v1",
+  "csistoragecapacities",
+  "CSIStorageCapacity",
+  true,
+);
 // Snapshot kinds are CRDs: strategic merge patch does not apply to them.
 export const volumeSnapshots = resource(
   "snapshot.storage.k8s.io",

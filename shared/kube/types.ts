@@ -184,6 +184,14 @@ export interface VolumeAttributesClass extends KubeObject {
   parameters?: Record<string, string>;
 }
 
+/** storage.k8s.io/v1 CSIStorageCapacity: what one class can still provision in one topology segment. */
+export interface CSIStorageCapacity extends KubeObject {
+  storageClassName: string;
+  nodeTopology?: LabelSelector | null;
+  capacity?: string;
+  maximumVolumeSize?: string;
+}
+
 export interface PodVolume {
   name: string;
   persistentVolumeClaim?: { claimName: string; readOnly?: boolean };
