@@ -25,8 +25,11 @@ export interface Manifest {
 }
 
 export interface Kustomization {
+  apiVersion?: string;
+  kind?: string;
   namespace?: string;
   resources?: string[];
+  components?: string[];
   images?: { name: string; newName?: string; newTag?: string }[];
 }
 
@@ -49,16 +52,26 @@ export function yamlDocuments(path: string): unknown[] {
   });
 }
 
-export function readKustomization(): Kustomization {
-  const value: unknown = parseYaml(readFileSync(join(DEPLOY, "kustomization.yaml"), "utf8"));
-  if (!isRecord(value)) throw new Error("deploy/kustomization.yaml is not a mapping");
+/** The kustomization (or Component) in `dir`, relative to deploy/ ("" for deploy/ itself). */
+export function readKustomization(dir = ""): Kustomization {
+  const value: unknown = parseYaml(readFileSync(join(DEPLOY, dir, "kustomization.yaml"), "utf8"));
+  if (!isRecord(value)) throw new Error(`deploy/${dir}kustomization.yaml is not a mapping`);
   return value as Kustomization;
 }
 
-export function loadManifests(): Manifest[] {
+/**
+ * The objects of deploy/ as applied by default, or, with `components`, as
+ * applied with those components (paths relative to deploy/) added, each
+ * component's resources in the parent's namespace.
+ */
+export function loadManifests(components: readonly string[] = []): Manifest[] {
   const kustomization = readKustomization();
+  const files = [
+    ...(kustomization.resources ?? []),
+    ...components.flatMap((dir) => (readKustomization(dir).resources ?? []).map((f) => join(dir, f))),
+  ];
   const out: Manifest[] = [];
-  for (const file of kustomization.resources ?? []) {
+  for (const file of files) {
     for (const doc of yamlDocuments(join(DEPLOY, file))) {
       if (doc === null || doc === undefined) continue;
       if (!isRecord(doc) || typeof doc.kind !== "string" || typeof doc.apiVersion !== "string")

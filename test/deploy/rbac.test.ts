@@ -13,13 +13,24 @@ import {
   scanFiles,
   scanFunction,
 } from "./code-rbac.ts";
-import { envOf, field, loadManifests, type Manifest, ofKind, servingContainer } from "./manifests.ts";
+import {
+  envOf,
+  field,
+  loadManifests,
+  type Manifest,
+  ofKind,
+  readKustomization,
+  servingContainer,
+} from "./manifests.ts";
 
 const NAMESPACE = "kube-storage-functions";
 const manifests = loadManifests();
 const ksvcs = ofKind(manifests, "Service").filter((m) => m.apiVersion === "serving.knative.dev/v1");
-const roles = new Map(ofKind(manifests, "ClusterRole").map((r) => [r.metadata.name, r]));
-const bindings = ofKind(manifests, "ClusterRoleBinding");
+/** The component that adds cluster-wide `get secrets` (deploy/components/secrets). */
+const SECRETS_COMPONENT = "components/secrets";
+const withSecrets = loadManifests([SECRETS_COMPONENT]);
+/** Granted only by the secrets component: the default install reads no Secret outside its namespace. */
+const SECRETS_GET = "core/secrets:get";
 
 interface Rule {
   apiGroups?: string[];
@@ -29,8 +40,10 @@ interface Rule {
   nonResourceURLs?: string[];
 }
 
-/** Every (group, resource, verb) the ClusterRoles bound to a ServiceAccount grant. */
-function granted(account: string): Set<string> {
+/** Every (group, resource, verb) the ClusterRoles bound to a ServiceAccount grant, in `objects` (default: the default install). */
+function granted(account: string, objects: readonly Manifest[] = manifests): Set<string> {
+  const roles = new Map(ofKind(objects, "ClusterRole").map((r) => [r.metadata.name, r]));
+  const bindings = ofKind(objects, "ClusterRoleBinding");
   const out = new Set<string>();
   for (const binding of bindings) {
     const subjects = (field(binding, "subjects") ?? []) as {
@@ -130,9 +143,9 @@ describe("code scan", () => {
 
 describe("ClusterRoles", () => {
   for (const name of FUNCTION_NAMES) {
-    it(`${name}: grants exactly what its code calls`, () => {
+    it(`${name}: grants exactly what its code calls (secrets with the secrets component only)`, () => {
       const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
-      const have = granted(account);
+      const have = granted(account, withSecrets);
       const { needed: need } = needed(name);
       const missing = [...need.keys()].filter((k) => !have.has(k));
       assert.deepEqual(
@@ -152,7 +165,7 @@ describe("ClusterRoles", () => {
   }
 
   it("grants nothing by wildcard, by resource name or on non-resource URLs, and watch only for the watched copies", () => {
-    for (const role of roles.values()) {
+    for (const role of ofKind(withSecrets, "ClusterRole")) {
       for (const rule of (field(role, "rules") ?? []) as Rule[]) {
         for (const list of [rule.apiGroups, rule.resources, rule.verbs])
           assert.ok(!(list ?? []).includes("*"), role.metadata.name);
@@ -218,5 +231,67 @@ describe("ClusterRoles", () => {
       assert.ok(granted(account).size > 0, `${account} is bound to a ClusterRole`);
     }
     for (const ksvc of ksvcs) assert.equal(envOf(servingContainer(ksvc)).get("FUNCTION"), ksvc.metadata.name);
+  });
+});
+
+describe("secrets access is opt-in (deploy/components/secrets)", () => {
+  const readers = FUNCTION_NAMES.filter((name) => needed(name).needed.has(SECRETS_GET));
+  const component = readKustomization(SECRETS_COMPONENT);
+  const added = loadManifests([SECRETS_COMPONENT]).filter((m) =>
+    m.file.startsWith(`deploy/${SECRETS_COMPONENT}/`),
+  );
+
+  it("the scan finds the functions that read secrets (provisioner and attacher at least)", () => {
+    for (const name of ["provisioner", "attacher"])
+      assert.ok((readers as readonly string[]).includes(name), name);
+  });
+
+  it("the default install grants no function, and no account at all, get on secrets", () => {
+    assert.deepEqual(
+      readKustomization().components ?? [],
+      [],
+      "deploy/kustomization.yaml applies no component",
+    );
+    for (const role of ofKind(manifests, "ClusterRole"))
+      for (const rule of (field(role, "rules") ?? []) as Rule[])
+        assert.ok(
+          !(rule.resources ?? []).includes("secrets"),
+          `${role.metadata.name} (${role.file}) grants ${rule.verbs?.join(",")} on secrets`,
+        );
+    // Nor a namespaced Role: the shipped webhook mounts its certificate Secret.
+    assert.deepEqual(ofKind(manifests, "Role"), []);
+    for (const name of FUNCTION_NAMES) {
+      const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
+      assert.ok(!granted(account).has(SECRETS_GET), `${name} reads no secret by default`);
+    }
+  });
+
+  it("is a kustomize Component of ClusterRoles and bindings that grant get on secrets and nothing else", () => {
+    assert.equal(component.apiVersion, "kustomize.config.k8s.io/v1alpha1");
+    assert.equal(component.kind, "Component");
+    assert.deepEqual([...new Set(added.map((m) => m.kind))].sort(), ["ClusterRole", "ClusterRoleBinding"]);
+    for (const role of ofKind(added, "ClusterRole"))
+      assert.deepEqual(field(role, "rules"), [{ apiGroups: [""], resources: ["secrets"], verbs: ["get"] }]);
+  });
+
+  it("gives get on secrets to exactly the functions whose code reads them, one ClusterRole and binding each", () => {
+    for (const name of FUNCTION_NAMES) {
+      const account = field(ksvcOf(name), "spec.template.spec.serviceAccountName") as string;
+      assert.equal(granted(account, withSecrets).has(SECRETS_GET), readers.includes(name), name);
+    }
+    const bindings = ofKind(added, "ClusterRoleBinding");
+    assert.equal(bindings.length, readers.length);
+    for (const name of readers) {
+      const binding = bindings.find((b) => b.metadata.name === `kube-storage-functions:${name}-secrets`);
+      assert.ok(binding, `a binding of its own for ${name}`);
+      assert.equal(field(binding, "roleRef.name"), `kube-storage-functions:${name}-secrets`);
+      assert.deepEqual(field(binding, "subjects"), [
+        {
+          kind: "ServiceAccount",
+          name: field(ksvcOf(name), "spec.template.spec.serviceAccountName"),
+          namespace: NAMESPACE,
+        },
+      ]);
+    }
   });
 });

@@ -6,7 +6,7 @@ import { ControllerRuntime, type ControllerSpec, type SyncResult } from "../../c
 import type { ControllerEvent } from "../../http/controller-function.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
-import type { StorageClassCopy } from "../../kube/storage-class-copy.ts";
+import { readStorageClass, type StorageClassCopy } from "../../kube/storage-class-copy.ts";
 import { rfc3339 } from "../../kube/time.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 import { type ClaimExplanation, explainClaim } from "../explain.ts";
@@ -14,6 +14,7 @@ import type { FollowUp, PlanStep } from "../plan.ts";
 import { type ClaimSyncView, syncClaim } from "../sync-claim.ts";
 import { syncVolume, type VolumeSyncView } from "../sync-volume.ts";
 import { waitingClaimsFor, waitingClaimsScope } from "../waiting-claims.ts";
+import { BinderInstruments, type BinderMetrics, binderMetrics } from "./binder-metrics.ts";
 import { boundClaimNeedsNothing } from "./bound-claim-check.ts";
 import { binderExecutors, type EventSink } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
@@ -44,6 +45,8 @@ export interface BinderControllerOptions {
   volumeCache?: VolumeCache;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
   storageClasses?: () => StorageClassCopy;
+  /** pv_collector_*, volume_operation_*, retroactive_storageclass_*; default: the process registry's. */
+  metrics?: BinderMetrics;
 }
 
 /** A binder key is what a plan may follow up on: a claim (with a candidate volume) or a volume. */
@@ -73,6 +76,7 @@ function binderSpec(
 ): ControllerSpec<BinderKey, BinderState, PlanStep, FollowUp, never, SyncReport> {
   const { kube } = o;
   const now = (): string => rfc3339((o.now ?? (() => new Date()))());
+  const instruments = new BinderInstruments(o.metrics ?? binderMetrics(), o.now);
 
   /** A deleted claim releases its volume: sync the volume it named (or, without the object, every volume pointing at it). */
   async function claimDeleted(e: BinderEvent): Promise<BinderKey[]> {
@@ -90,6 +94,12 @@ function binderSpec(
   /** A deleted volume may leave a bound claim Lost: sync the claim it pointed at. */
   async function volumeDeleted(e: BinderEvent): Promise<BinderKey[]> {
     if (await readVolume(kube, e.name)) return [{ kind: "volume", name: e.name }];
+    const copy = volumeCopy(e);
+    if (copy)
+      await instruments.volumeGone(
+        copy,
+        async (name) => (await readStorageClass(kube, name, o.storageClasses?.()))?.provisioner,
+      );
     const spec = e.object?.spec as { claimRef?: { namespace?: unknown; name?: unknown } } | undefined;
     const ref = spec?.claimRef;
     if (typeof ref?.name !== "string" || typeof ref.namespace !== "string") return [];
@@ -163,8 +173,14 @@ function binderSpec(
       };
     },
     absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),
-    decide: (s) => (s.kind === "claim" ? syncClaim(s.claim, s.view) : syncVolume(s.volume, s.view)),
-    executors: binderExecutors(kube, o.events),
+    decide: (s) =>
+      s.kind === "claim"
+        ? instruments.decided(
+            { kind: "claim", claim: s.claim, volumes: s.view.volumes },
+            syncClaim(s.claim, s.view),
+          )
+        : instruments.decided({ kind: "volume", volume: s.volume }, syncVolume(s.volume, s.view)),
+    executors: instruments.executors(binderExecutors(kube, o.events)),
     // A claim may be synced again after its volume's sync (the volume's writes change what it sees).
     repeatable: (key) => key.kind === "claim",
     report,
@@ -178,6 +194,8 @@ function binderSpec(
         (c): BinderKey => ({ kind: "claim", namespace: c.metadata.namespace ?? "", name: c.metadata.name }),
       );
       const volumeKeys = volumes.items.map((v): BinderKey => ({ kind: "volume", name: v.metadata.name }));
+      // The pv_collector gauges: upstream counts its informer caches at each scrape; we count these lists.
+      instruments.inventory(claims.items, volumes.items);
       return {
         waves: [claimKeys, volumeKeys],
         counts: { claims: claims.items.length, volumes: volumes.items.length },
