@@ -126,7 +126,7 @@ export class AdmittedWrites {
         mutated === built || mutated === undefined
           ? built
           : this.registry.buildUpdate(t, old, this.registry.decodeBody(t, mutated), options);
-      this.registry.checkUpdate(t, next, old);
+      this.registry.checkUpdate(t, next, old, options.subresource);
       await this.admission.validate(this.attributes({ ...common, object: next }, ctx));
       const stored = this.registry.store.peek(t, namespace, name);
       if (stored === undefined) throw notFound(t, name);

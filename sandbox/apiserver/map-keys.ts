@@ -83,6 +83,8 @@ const MAP_FIELDS: Record<string, readonly string[]> = {
   nodes: ["status.capacity", "status.allocatable"],
   secrets: ["data", "stringData"],
   storageclasses: ["parameters"],
+  volumeattributesclasses: ["parameters"],
+  csistoragecapacities: labelSelector("nodeTopology"),
   volumeattachments: [
     "status.attachmentMetadata",
     "spec.source.inlineVolumeSpec.capacity",

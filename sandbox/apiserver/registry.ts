@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 import { isRecord } from "../../shared/is-record.ts";
 import { rfc3339 } from "../../shared/kube/time.ts";
+import { claimResizeRefusal } from "./claim-resize.ts";
 import { applyDefaults } from "./defaults.ts";
 import { required } from "./field-errors.ts";
 import { sortMapKeys } from "./map-keys.ts";
@@ -39,6 +40,7 @@ import {
   badRequest,
   conflict,
   deletePreconditionConflict,
+  forbidden,
   invalid,
   namespaceNotFound,
   notFound,
@@ -395,7 +397,7 @@ export class Registry {
     options: WriteOptions,
   ): KubeObject {
     const next = this.buildUpdate(t, old, incoming, options);
-    this.checkUpdate(t, next, old);
+    this.checkUpdate(t, next, old, options.subresource);
     return this.storeUpdate(t, old, next, options);
   }
 
@@ -463,10 +465,23 @@ export class Registry {
     return next;
   }
 
-  /** The update validation (422 Invalid). */
-  checkUpdate(t: ResourceType, next: KubeObject, old: KubeObject): void {
-    const errors = validateUpdate(t.plural, next, old);
+  /**
+   * The update validation (422 Invalid), then the built-in validating
+   * admission plugins kube-apiserver runs before any webhook (403 Forbidden).
+   */
+  checkUpdate(t: ResourceType, next: KubeObject, old: KubeObject, subresource?: "status"): void {
+    const errors = validateUpdate(t.plural, next, old, subresource);
     if (errors.length > 0) throw invalid(t, old.metadata.name ?? "", errors);
+    if (subresource === undefined) this.checkBuiltInAdmission(t, next, old);
+  }
+
+  private checkBuiltInAdmission(t: ResourceType, next: KubeObject, old: KubeObject): void {
+    if (t.group !== "" || t.plural !== "persistentvolumeclaims") return;
+    const refusal = claimResizeRefusal(next, old, (name) => {
+      const classType = findResourceType("storage.k8s.io", "v1", "storageclasses");
+      return classType ? this.store.peek(classType, undefined, name) : undefined;
+    });
+    if (refusal !== undefined) throw forbidden(t, old.metadata.name ?? "", refusal);
   }
 
   /** Stores a built and checked update of `old`, which must still be the stored version. */

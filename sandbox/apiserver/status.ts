@@ -104,6 +104,12 @@ export function deletePreconditionConflict(t: ResourceType, name: string, why: s
   );
 }
 
+/** admission.NewForbidden: 403 naming the resource, as a validating admission plugin refuses. */
+export function forbidden(t: ResourceType, name: string, why: string): ApiError {
+  const subject = name ? `${qualified(t)} ${JSON.stringify(name)}` : qualified(t);
+  return new ApiError(403, "Forbidden", `${subject} is forbidden: ${why}`, detailsOf(t, name));
+}
+
 export function badRequest(message: string): ApiError {
   return new ApiError(400, "BadRequest", message);
 }

@@ -3,34 +3,40 @@
 // double would let controllers break (PVC spec immutability, PV source and
 // VolumeAttachment spec immutability, finalizers during deletion).
 import { isDeepStrictEqual } from "node:util";
-import { compareQuantities, isValidQuantity } from "../../shared/kube/quantity.ts";
+import { isValidQuantity } from "../../shared/kube/quantity.ts";
+import {
+  claimSpecRules,
+  validateClaimStatus,
+  validateClaimUpdate,
+  volumeAttributesClassUpdateRules,
+  volumeSpecRules,
+} from "./claim-rules.ts";
 import { type FieldError, forbidden, invalid, required } from "./field-errors.ts";
+import { dns1123SubdomainErrors } from "./name-rules.ts";
 import { validateAnnotations, validateObject, validateStorageClass } from "./object-rules.ts";
+import {
+  quantityFormat,
+  validateCsiDriverUpdate,
+  validateCsiStorageCapacity,
+  validateCsiStorageCapacityUpdate,
+  validateVolumeAttributesClass,
+  validateVolumeAttributesClassUpdate,
+} from "./storage-rules.ts";
 import type { KubeObject } from "./store.ts";
 
 type Obj = Record<string, unknown>;
-
-const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 function obj(v: unknown): Obj {
   return v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {};
 }
 
-const dns1123SubdomainMessage =
-  "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
 /** ValidateObjectMeta's name check: one Invalid per failed rule (length, then format), as upstream. */
 export function validateName(name: string): FieldError[] {
-  const errs: FieldError[] = [];
-  if (name.length > 253) errs.push(invalid("metadata.name", name, "must be no more than 253 characters"));
-  if (!dns1123Subdomain.test(name)) errs.push(invalid("metadata.name", name, dns1123SubdomainMessage));
-  return errs;
+  return dns1123SubdomainErrors(name).map((m) => invalid("metadata.name", name, m));
 }
 
-// Upstream fails such a body while decoding it; the sandbox reports the same rule as a field error.
-const quantityFormat =
-  "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
-
+// A quantity that does not parse: upstream fails such a body while decoding it; the sandbox reports
+// the same rule as a field error (quantityFormat).
 function requestedStorage(spec: Obj): unknown {
   return obj(obj(spec.resources).requests).storage;
 }
@@ -84,7 +90,7 @@ const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
     else if (typeof storage !== "string" || !isValidQuantity(storage)) {
       errs.push(invalid("spec.resources[storage]", storage, quantityFormat));
     }
-    return errs;
+    return errs.concat(claimSpecRules(o));
   },
   persistentvolumes(o) {
     const spec = obj(o.spec);
@@ -103,9 +109,11 @@ const createValidators: Record<string, (o: KubeObject) => FieldError[]> = {
     for (const extra of sources.slice(1)) {
       errs.push(forbidden(`spec.${extra}`, "may not specify more than 1 volume type"));
     }
-    return errs;
+    return errs.concat(volumeSpecRules(o));
   },
   storageclasses: validateStorageClass,
+  volumeattributesclasses: validateVolumeAttributesClass,
+  csistoragecapacities: validateCsiStorageCapacity,
   volumeattachments(o) {
     const spec = obj(o.spec);
     const errs: FieldError[] = [];
@@ -128,43 +136,6 @@ export function validateCreate(plural: string, o: KubeObject): FieldError[] {
   return [...validateAnnotations(o), ...validateObject(plural, o), ...(createValidators[plural]?.(o) ?? [])];
 }
 
-/** to[key] = from[key], without leaving an `undefined` key behind (deep equality counts those). */
-function copyField(from: Obj, to: Obj, key: string): void {
-  if (from[key] === undefined) delete to[key];
-  else to[key] = from[key];
-}
-
-function validatePvcUpdate(next: KubeObject, old: KubeObject): FieldError[] {
-  const errs: FieldError[] = [];
-  const newSpec = structuredClone(obj(next.spec));
-  const oldSpec = structuredClone(obj(old.spec));
-  // volumeName may be set once, by the binder.
-  if (!oldSpec.volumeName) copyField(newSpec, oldSpec, "volumeName");
-  // A claim with no class at all may be given one (retroactive default class, 1.28+).
-  if (oldSpec.storageClassName === undefined || oldSpec.storageClassName === null) {
-    copyField(newSpec, oldSpec, "storageClassName");
-  }
-  const newStorage = requestedStorage(newSpec);
-  const oldStorage = requestedStorage(oldSpec);
-  if (obj(next.status).phase === "Bound" && newStorage !== undefined) {
-    obj(obj(newSpec.resources).requests).storage = oldStorage;
-  }
-  if (!isDeepStrictEqual(newSpec, oldSpec)) {
-    errs.push(
-      forbidden(
-        "spec",
-        "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
-      ),
-    );
-  }
-  if (typeof newStorage === "string" && typeof oldStorage === "string" && isValidQuantity(newStorage)) {
-    if (compareQuantities(newStorage, oldStorage) < 0) {
-      errs.push(forbidden("spec.resources.requests.storage", "field can not be less than previous value"));
-    }
-  }
-  return errs;
-}
-
 function validatePvUpdate(next: KubeObject, old: KubeObject): FieldError[] {
   const errs: FieldError[] = [];
   const newSpec = obj(next.spec);
@@ -181,12 +152,15 @@ function validatePvUpdate(next: KubeObject, old: KubeObject): FieldError[] {
   if (newSpec.volumeMode !== oldSpec.volumeMode) {
     errs.push(invalid("volumeMode", newSpec.volumeMode, "field is immutable"));
   }
-  return errs;
+  return errs.concat(volumeSpecRules(next), volumeAttributesClassUpdateRules(next, old));
 }
 
 const updateValidators: Record<string, (next: KubeObject, old: KubeObject) => FieldError[]> = {
-  persistentvolumeclaims: validatePvcUpdate,
+  persistentvolumeclaims: validateClaimUpdate,
   persistentvolumes: validatePvUpdate,
+  volumeattributesclasses: validateVolumeAttributesClassUpdate,
+  csistoragecapacities: validateCsiStorageCapacityUpdate,
+  csidrivers: validateCsiDriverUpdate,
   volumeattachments(next, old) {
     return isDeepStrictEqual(next.spec, old.spec) ? [] : [invalid("spec", next.spec, "field is immutable")];
   },
@@ -202,7 +176,19 @@ const updateValidators: Record<string, (next: KubeObject, old: KubeObject) => Fi
   },
 };
 
-export function validateUpdate(plural: string, next: KubeObject, old: KubeObject): FieldError[] {
+// A status write is validated on its own terms: upstream's status strategies of
+// these kinds check status only, not the spec they copy from the stored object.
+const statusValidators: Record<string, (next: KubeObject, old: KubeObject) => FieldError[]> = {
+  persistentvolumeclaims: validateClaimStatus,
+  persistentvolumes: () => [],
+};
+
+export function validateUpdate(
+  plural: string,
+  next: KubeObject,
+  old: KubeObject,
+  subresource?: "status",
+): FieldError[] {
   const errs: FieldError[] = [];
   if (old.metadata.deletionTimestamp) {
     const before = new Set(old.metadata.finalizers ?? []);
@@ -220,6 +206,9 @@ export function validateUpdate(plural: string, next: KubeObject, old: KubeObject
   return errs.concat(
     validateAnnotations(next),
     validateObject(plural, next),
-    updateValidators[plural]?.(next, old) ?? [],
+    ((subresource === "status" ? statusValidators[plural] : undefined) ?? updateValidators[plural])?.(
+      next,
+      old,
+    ) ?? [],
   );
 }
