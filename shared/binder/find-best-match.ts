@@ -10,6 +10,8 @@ import {
   accessModesKey,
   capacityBytes,
   isVolumeBoundToClaim,
+  volumeAttributesClassMismatch,
+  volumeAttributesClassOf,
   volumeIsLargeEnough,
   volumeModeMismatch,
 } from "./volume-helpers.ts";
@@ -19,6 +21,7 @@ export type SkipReason =
   | "bound-to-other-claim"
   | "too-small"
   | "volume-mode"
+  | "volume-attributes-class"
   | "being-deleted"
   | "delayed-binding"
   | "phase"
@@ -62,6 +65,15 @@ export function judgeVolumeForClaim(
       kind: "skipped",
       reason: "volume-mode",
       detail: `volumeMode ${volume.spec.volumeMode ?? "Filesystem"} does not match the claim's ${claim.spec.volumeMode ?? "Filesystem"}`,
+    };
+  }
+  // Checked before the pre-bound shortcut, as upstream does: even a volume
+  // pre-bound to the claim is passed over when the classes differ.
+  if (volumeAttributesClassMismatch(claim, volume)) {
+    return {
+      kind: "skipped",
+      reason: "volume-attributes-class",
+      detail: `volumeAttributesClassName "${volumeAttributesClassOf(volume)}" does not match the claim's "${volumeAttributesClassOf(claim)}"`,
     };
   }
   if (volume.metadata.deletionTimestamp) {

@@ -115,9 +115,10 @@ function sameQuantity(a: string | undefined, b: string | undefined): boolean {
 }
 
 /**
- * The claim's status in `phase`. Without a volume, access modes and capacity
- * are cleared; with one, they come from the volume, capacity only when the
- * phase changes (a deliberate difference after a resize must survive).
+ * The claim's status in `phase`. Without a volume, access modes, capacity and
+ * the current VolumeAttributesClass are cleared; with one, they come from the
+ * volume, capacity only when the phase changes (a deliberate difference after
+ * a resize must survive).
  */
 export function claimWithStatus(
   claim: PersistentVolumeClaim,
@@ -139,11 +140,22 @@ export function claimWithStatus(
       delete status.capacity;
       dirty = true;
     }
+    if (status.currentVolumeAttributesClassName != null) {
+      delete status.currentVolumeAttributesClassName;
+      dirty = true;
+    }
   } else {
     const modes = volume.spec.accessModes;
     if (JSON.stringify(status.accessModes) !== JSON.stringify(modes)) {
       if (modes === undefined) delete status.accessModes;
       else status.accessModes = [...modes];
+      dirty = true;
+    }
+    // The class the volume has now is the claim's current one (the resizer changes both together).
+    const volumeAttributesClass = volume.spec.volumeAttributesClassName;
+    if ((status.currentVolumeAttributesClassName ?? undefined) !== volumeAttributesClass) {
+      if (volumeAttributesClass === undefined) delete status.currentVolumeAttributesClassName;
+      else status.currentVolumeAttributesClassName = volumeAttributesClass;
       dirty = true;
     }
     if (claim.status?.phase !== phase) {

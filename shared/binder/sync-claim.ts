@@ -24,6 +24,7 @@ import {
   isBoundByController,
   isDelayBindingProvisioning,
   isVolumeBoundToClaim,
+  volumeAttributesClassMismatch,
   volumeHasAccessModes,
   volumeIsLargeEnough,
   volumeModeMismatch,
@@ -188,7 +189,11 @@ function syncUnboundClaim(p: Planner, claim: PersistentVolumeClaim, view: ClaimS
   );
 }
 
-/** checkVolumeSatisfyClaim: a volume the claim names must fit it (the selector is not checked). */
+/**
+ * checkVolumeSatisfyClaim: an unclaimed volume the claim names must fit it
+ * (the selector is not checked). A volume whose claimRef already points at
+ * the claim is bound without it, as upstream does.
+ */
 export function whyVolumeCannotSatisfyClaim(
   volume: PersistentVolume,
   claim: PersistentVolumeClaim,
@@ -196,6 +201,7 @@ export function whyVolumeCannotSatisfyClaim(
   if (volume.metadata.deletionTimestamp) return `the volume is marked for deletion "${volume.metadata.name}"`;
   if (!volumeIsLargeEnough(volume, claim)) return "requested PV is too small";
   if (volumeClass(volume) !== claimClass(claim)) return "storageClassName does not match";
+  if (volumeAttributesClassMismatch(claim, volume)) return "volumeAttributesClassName does not match";
   if (volumeModeMismatch(claim, volume)) return "incompatible volumeMode";
   if (!volumeHasAccessModes(volume, claim)) return "incompatible accessMode";
   return undefined;

@@ -34,6 +34,19 @@ export function volumeModeMismatch(claim: PersistentVolumeClaim, volume: Persist
   return (claim.spec.volumeMode ?? "Filesystem") !== (volume.spec.volumeMode ?? "Filesystem");
 }
 
+/** A claim's or volume's VolumeAttributesClass; unset and "" both mean none. */
+export function volumeAttributesClassOf(o: PersistentVolume | PersistentVolumeClaim): string {
+  return o.spec.volumeAttributesClassName ?? "";
+}
+
+/** Claim and volume name different VolumeAttributesClasses (nil equals ""), which never bind. */
+export function volumeAttributesClassMismatch(
+  claim: PersistentVolumeClaim,
+  volume: PersistentVolume,
+): boolean {
+  return volumeAttributesClassOf(claim) !== volumeAttributesClassOf(volume);
+}
+
 /** Every mode the claim asks for is offered by the volume. */
 export function volumeHasAccessModes(volume: PersistentVolume, claim: PersistentVolumeClaim): boolean {
   const offered = new Set(volume.spec.accessModes ?? []);

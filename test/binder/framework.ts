@@ -125,6 +125,25 @@ export function withVolumeMode<T extends PersistentVolume | PersistentVolumeClai
   return { ...o, spec: { ...o.spec, volumeMode: mode } };
 }
 
+/** The object names a VolumeAttributesClass; undefined leaves the field unset. */
+export function withVolumeAttributesClass<T extends PersistentVolume | PersistentVolumeClaim>(
+  name: string | undefined,
+  o: T,
+): T {
+  const spec = { ...o.spec };
+  if (name === undefined) delete spec.volumeAttributesClassName;
+  else spec.volumeAttributesClassName = name;
+  return { ...o, spec };
+}
+
+/** A claim whose status records `name` as its current VolumeAttributesClass (as bind sets it from the volume). */
+export function withCurrentVolumeAttributesClass(
+  name: string,
+  c: PersistentVolumeClaim,
+): PersistentVolumeClaim {
+  return { ...c, status: { ...c.status, currentVolumeAttributesClassName: name } };
+}
+
 export function withAccessModes(modes: string[], c: PersistentVolumeClaim): PersistentVolumeClaim {
   return { ...c, spec: { ...c.spec, accessModes: modes } };
 }
