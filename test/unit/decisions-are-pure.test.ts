@@ -25,6 +25,8 @@ const decisionModules = [
   "shared/attach-detach/detach-policy.ts",
   "shared/attach-detach/volumes-attached.ts",
   "shared/attach-detach/volume-attachment-name.ts",
+  "shared/capacity/segments.ts",
+  "shared/capacity/plan-capacity.ts",
   "shared/protection/decide-claim.ts",
   "shared/protection/decide-volume.ts",
   "shared/protection/finalizers.ts",

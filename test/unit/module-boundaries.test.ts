@@ -17,6 +17,7 @@ const controllers = [
   "attacher",
   "attach-detach",
   "protection",
+  "capacity",
 ] as const;
 
 function sourceFiles(dir: string): string[] {
