@@ -13,7 +13,7 @@ import type { Node, PersistentVolume, Pod, VolumeAttachment } from "../../kube/t
 import { annAttachLock } from "../../kube/well-known.ts";
 import { type DetachPolicy, defaultDetachPolicy } from "../detach-policy.ts";
 import { type AttachDetachStep, type NodeReconcileInput, reconcileNode } from "../reconcile-node.ts";
-import { type AttachDetachMetrics, attachDetachMetrics } from "./attach-detach-metrics.ts";
+import { type AttachDetachMetrics, attachDetachMetrics, NodeVolumeCounts } from "./attach-detach-metrics.ts";
 import { loadNode } from "./load-node.ts";
 import { type DetachLogger, type NodeKey, nodeExecutors } from "./node-executors.ts";
 import { nodesForVolume, nodesUsingClaim } from "./node-lookups.ts";
@@ -80,10 +80,16 @@ function attachDetachSpec(
   const now = o.now ?? (() => new Date());
   const policy = o.policy ?? defaultDetachPolicy;
   const metrics = o.metrics ?? attachDetachMetrics();
+  const volumeCounts = new NodeVolumeCounts(metrics);
   return {
     keyId: (key) => key.node,
     keysOf: (e) => nodesOf(kube, e),
-    load: (key) => loadNode(kube, key.node, key.volumes, now(), policy),
+    async load(key) {
+      const input = await loadNode(kube, key.node, key.volumes, now(), policy);
+      // attachdetach_controller_total_volumes from what this reconcile read.
+      volumeCounts.record(input);
+      return input;
+    },
     absent: () => "in sync",
     decide(input) {
       const plan = reconcileNode(input);
