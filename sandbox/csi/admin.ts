@@ -61,6 +61,30 @@ function routes(driver: CsiDriver, info: () => Record<string, unknown>): Record<
       return [200, volume];
     },
     "GET /snapshots": async () => [200, { snapshots: driver.listBackingSnapshots() }],
+    "GET /capacity": async () => [200, driver.capacity()],
+    // {"totalBytes": n} sets the default pool of every segment; with
+    // "segment": "<node>" that segment's only; "totalBytes": null puts a segment back on the default.
+    "PUT /capacity": async (req) => {
+      const body = await readJson(req);
+      if (!body || typeof body !== "object" || Array.isArray(body)) {
+        throw new HttpError(400, 'body must be {"segment"?: string, "totalBytes": number | null}');
+      }
+      const { segment, totalBytes, ...rest } = body as Record<string, unknown>;
+      const unknown = Object.keys(rest);
+      if (unknown.length > 0) throw new HttpError(400, `unknown field ${JSON.stringify(unknown[0])}`);
+      if (segment !== undefined && (typeof segment !== "string" || segment === "")) {
+        throw new HttpError(400, "segment must be a non-empty string (the topology key's value)");
+      }
+      if (totalBytes !== null && typeof totalBytes !== "number") {
+        throw new HttpError(400, "totalBytes must be a number of bytes, or null");
+      }
+      try {
+        driver.setSegmentCapacity(segment, totalBytes);
+      } catch (err) {
+        throw new HttpError(400, (err as Error).message);
+      }
+      return [200, driver.capacity()];
+    },
     "GET /faults": async () => [200, driver.faults],
     "PUT /faults": async (req) => {
       const body = await readJson(req);

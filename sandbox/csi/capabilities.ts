@@ -19,8 +19,11 @@ const controllerCapabilityNames = knownNames<ControllerCapability>(
 const pluginCapabilityNames = knownNames<PluginCapability>("csi.v1.PluginCapability.Service.Type");
 const nodeCapabilityNames = knownNames<NodeCapability>("csi.v1.NodeServiceCapability.RPC.Type");
 
-/** A node plugin that stages, so the kubelet's MountDevice step runs as on most real drivers. */
-const defaultNodeCapabilities: readonly NodeCapability[] = ["STAGE_UNSTAGE_VOLUME"];
+/**
+ * A node plugin that stages, so the kubelet's MountDevice step runs as on most
+ * real drivers, and grows filesystems after a controller expansion.
+ */
+const defaultNodeCapabilities: readonly NodeCapability[] = ["STAGE_UNSTAGE_VOLUME", "EXPAND_VOLUME"];
 
 const defaultControllerCapabilities: readonly ControllerCapability[] = [
   "CREATE_DELETE_VOLUME",
@@ -34,6 +37,7 @@ const defaultControllerCapabilities: readonly ControllerCapability[] = [
   "EXPAND_VOLUME",
   "PUBLISH_READONLY",
   "SINGLE_NODE_MULTI_WRITER",
+  "MODIFY_VOLUME",
 ];
 
 const defaultPluginCapabilities: readonly PluginCapability[] = [
@@ -56,12 +60,14 @@ export const requiredCapability: Readonly<Record<string, ControllerCapability>> 
   DeleteSnapshot: "CREATE_DELETE_SNAPSHOT",
   ListSnapshots: "LIST_SNAPSHOTS",
   ControllerExpandVolume: "EXPAND_VOLUME",
+  ControllerModifyVolume: "MODIFY_VOLUME",
 };
 
 /** The capability a node RPC needs (the Node service's own list). */
 export const requiredNodeCapability: Readonly<Record<string, NodeCapability>> = {
   NodeStageVolume: "STAGE_UNSTAGE_VOLUME",
   NodeUnstageVolume: "STAGE_UNSTAGE_VOLUME",
+  NodeExpandVolume: "EXPAND_VOLUME",
 };
 
 function checkNames<T extends string>(what: string, known: readonly T[], given: readonly string[]): T[] {

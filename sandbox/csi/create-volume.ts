@@ -8,9 +8,11 @@ import type {
   StringMap,
   VolumeContentSource,
 } from "../../shared/csi/types.ts";
+import { requireRoom, volumeSegments } from "./capacity.ts";
 import type { DriverContext } from "./config.ts";
 import { volumeMessage } from "./convert.ts";
 import { CsiError, invalidArgument, notFound } from "./errors.ts";
+import { checkMutableParameters } from "./mutable-parameters.ts";
 import type { ContentSourceRecord, VolumeKind, VolumeRecord } from "./state.ts";
 import { copyBacking, createBacking, removeBacking } from "./storage.ts";
 import { volumesDir } from "./store.ts";
@@ -41,6 +43,7 @@ export async function createVolume(
   );
   const range = capacityRange(method, req.capacityRange);
   const sourceRecord = contentSource(ctx, req.volumeContentSource);
+  const mutable = mutableParameters(ctx, req.mutableParameters);
 
   const existing = store.volumeByName(name);
   if (existing) {
@@ -55,20 +58,25 @@ export async function createVolume(
   }
 
   const source = sourceRecord && resolveSource(ctx, sourceRecord, kind);
+  const accessibleTopology = config.pluginCapabilities.has("VOLUME_ACCESSIBILITY_CONSTRAINTS")
+    ? [chooseTopology(req.accessibilityRequirements, config.topologyKey, config.nodeId)]
+    : [];
   const size = sizeFor(ctx, range, source);
+  // The chosen segment must have room: the provisioner then tries another node, as with hostpath.
+  requireRoom(ctx, method, `a volume of ${size} bytes`, volumeSegments(config, { accessibleTopology }), size);
   const id = randomUUID();
   const path = `${volumesDir}/${id}`;
   const volume: VolumeRecord = {
     id,
     name,
     capacityBytes: size,
+    nodeCapacityBytes: size,
     kind,
     path,
     parameters: { ...req.parameters },
     ...(sourceRecord ? { contentSource: sourceRecord } : {}),
-    accessibleTopology: config.pluginCapabilities.has("VOLUME_ACCESSIBILITY_CONSTRAINTS")
-      ? [chooseTopology(req.accessibilityRequirements, config.topologyKey, config.nodeId)]
-      : [],
+    ...(Object.keys(mutable).length > 0 ? { mutableParameters: mutable } : {}),
+    accessibleTopology,
     publishedNodes: {},
     createdAt: new Date().toISOString(),
   };
@@ -83,6 +91,21 @@ export async function createVolume(
   // Saved before the reply goes out (driver.ts), together with the burst's other changes.
   store.changed();
   return { volume: volumeMessage(ctx, volume) };
+}
+
+/**
+ * The mutable parameters (a VolumeAttributesClass's) to record; the
+ * external-provisioner sends them only to a driver with MODIFY_VOLUME.
+ * Not part of the idempotency check: they may have been modified since.
+ */
+function mutableParameters(ctx: DriverContext, given: StringMap | undefined): Record<string, string> {
+  if (!given || Object.keys(given).length === 0) return {};
+  if (!ctx.config.controllerCapabilities.has("MODIFY_VOLUME")) {
+    throw invalidArgument(
+      `${method}: mutable_parameters are not supported: the driver does not advertise MODIFY_VOLUME`,
+    );
+  }
+  return checkMutableParameters(method, given);
 }
 
 function contentSource(
@@ -131,7 +154,7 @@ function resolveSource(ctx: DriverContext, source: ContentSourceRecord, kind: Vo
 
 /** The size to allocate, or why the request cannot be had. */
 function sizeFor(ctx: DriverContext, range: Range, source: Source | undefined): number {
-  const { config, store } = ctx;
+  const { config } = ctx;
   let size = range.required;
   if (size === 0) {
     size = source?.sizeBytes ?? config.defaultVolumeBytes;
@@ -147,13 +170,6 @@ function sizeFor(ctx: DriverContext, range: Range, source: Source | undefined): 
     throw new CsiError(
       "OUT_OF_RANGE",
       `${method}: requested capacity ${size} exceeds the maximum volume size of ${config.maxVolumeBytes} bytes`,
-    );
-  }
-  const free = config.totalCapacityBytes - store.usedBytes();
-  if (size > free) {
-    throw new CsiError(
-      "RESOURCE_EXHAUSTED",
-      `${method}: requested capacity ${size} exceeds the ${Math.max(0, free)} bytes still available`,
     );
   }
   return size;

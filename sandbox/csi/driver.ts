@@ -4,7 +4,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type * as m from "../../shared/csi/types.ts";
 import { requiredCapability, requiredNodeCapability } from "./capabilities.ts";
-import { type CsiDriverOptions, type DriverConfig, type DriverContext, resolveConfig } from "./config.ts";
+import { type CapacityReport, capacityReport } from "./capacity.ts";
+import {
+  type CsiDriverOptions,
+  type DriverConfig,
+  type DriverContext,
+  resolveConfig,
+  resolvePools,
+} from "./config.ts";
 import { createVolume } from "./create-volume.ts";
 import { CsiError } from "./errors.ts";
 import { CsiFaultInjector, type CsiFaultSettings, parseCsiFaultSettings } from "./faults.ts";
@@ -16,6 +23,7 @@ import {
   pluginInfo,
   probe,
 } from "./identity.ts";
+import { expandNodeVolume } from "./node-expand.ts";
 import { publishNodeVolume, unpublishNodeVolume } from "./node-publish.ts";
 import { stageVolume, unstageVolume } from "./node-stage.ts";
 import { publishVolume, unpublishVolume } from "./publish.ts";
@@ -28,6 +36,7 @@ import {
   expandVolume,
   getCapacity,
   listVolumes,
+  modifyVolume,
   validateVolumeCapabilities,
 } from "./volumes.ts";
 
@@ -48,10 +57,12 @@ interface CsiMessages {
   DeleteSnapshot: [m.DeleteSnapshotRequest, m.DeleteSnapshotResponse];
   ListSnapshots: [m.ListSnapshotsRequest, m.ListSnapshotsResponse];
   ControllerExpandVolume: [m.ControllerExpandVolumeRequest, m.ControllerExpandVolumeResponse];
+  ControllerModifyVolume: [m.ControllerModifyVolumeRequest, m.ControllerModifyVolumeResponse];
   NodeStageVolume: [m.NodeStageVolumeRequest, m.NodeStageVolumeResponse];
   NodeUnstageVolume: [m.NodeUnstageVolumeRequest, m.NodeUnstageVolumeResponse];
   NodePublishVolume: [m.NodePublishVolumeRequest, m.NodePublishVolumeResponse];
   NodeUnpublishVolume: [m.NodeUnpublishVolumeRequest, m.NodeUnpublishVolumeResponse];
+  NodeExpandVolume: [m.NodeExpandVolumeRequest, m.NodeExpandVolumeResponse];
   NodeGetCapabilities: [m.NodeGetCapabilitiesRequest, m.NodeGetCapabilitiesResponse];
   NodeGetInfo: [m.NodeGetInfoRequest, m.NodeGetInfoResponse];
 }
@@ -81,12 +92,14 @@ export const serviceMethods = {
     "DeleteSnapshot",
     "ListSnapshots",
     "ControllerExpandVolume",
+    "ControllerModifyVolume",
   ],
   Node: [
     "NodeStageVolume",
     "NodeUnstageVolume",
     "NodePublishVolume",
     "NodeUnpublishVolume",
+    "NodeExpandVolume",
     "NodeGetCapabilities",
     "NodeGetInfo",
   ],
@@ -102,10 +115,12 @@ const mutatingMethods: ReadonlySet<CsiMethodName> = new Set<CsiMethodName>([
   "CreateSnapshot",
   "DeleteSnapshot",
   "ControllerExpandVolume",
+  "ControllerModifyVolume",
   "NodeStageVolume",
   "NodeUnstageVolume",
   "NodePublishVolume",
   "NodeUnpublishVolume",
+  "NodeExpandVolume",
 ]);
 
 /** Calls that never read the records: their answers cannot report an unsaved change. */
@@ -131,6 +146,10 @@ interface BackingRecord {
 export interface BackingVolume extends BackingRecord {
   volumeId: string;
   capacityBytes: number;
+  /** The filesystem's size as the node last grew it; below capacityBytes while node expansion is pending. */
+  nodeCapacityBytes: number;
+  /** What CreateVolume and ControllerModifyVolume applied. */
+  mutableParameters: Record<string, string>;
   publishedNodes: string[];
   /** Where NodeStageVolume staged it, per node. */
   staged: { node: string; path: string }[];
@@ -164,9 +183,9 @@ export class CsiDriver {
   private stats: DriverStats = { calls: {}, injected: {} };
   private readonly handlers: CsiHandlers;
 
-  private constructor(config: DriverConfig, store: DriverStore) {
+  private constructor(config: DriverConfig, store: DriverStore, pools: DriverContext["pools"]) {
     this.config = config;
-    this.ctx = { config, store };
+    this.ctx = { config, store, pools };
     const ctx = this.ctx;
     this.handlers = {
       GetPluginInfo: async () => pluginInfo(config),
@@ -184,10 +203,12 @@ export class CsiDriver {
       DeleteSnapshot: (req) => deleteSnapshot(ctx, req),
       ListSnapshots: (req) => listSnapshots(ctx, req),
       ControllerExpandVolume: (req) => expandVolume(ctx, req),
+      ControllerModifyVolume: (req) => modifyVolume(ctx, req),
       NodeStageVolume: (req, node) => stageVolume(ctx, node, req),
       NodeUnstageVolume: (req, node) => unstageVolume(ctx, node, req),
       NodePublishVolume: (req, node) => publishNodeVolume(ctx, node, req),
       NodeUnpublishVolume: (req, node) => unpublishNodeVolume(ctx, node, req),
+      NodeExpandVolume: (req, node) => expandNodeVolume(ctx, node, req),
       NodeGetCapabilities: async () => nodeCapabilities(config),
       NodeGetInfo: async (_req, node) => nodeInfo(config, node),
     };
@@ -196,7 +217,8 @@ export class CsiDriver {
   /** Opens (or creates) the driver state in options.dir. */
   static async open(options: CsiDriverOptions): Promise<CsiDriver> {
     const config = resolveConfig(options);
-    return new CsiDriver(config, await DriverStore.open(options.dir));
+    const pools = resolvePools(options);
+    return new CsiDriver(config, await DriverStore.open(options.dir), pools);
   }
 
   get dir(): string {
@@ -313,6 +335,8 @@ export class CsiDriver {
       volumeId: v.id,
       ...this.backingRecord(v),
       capacityBytes: v.capacityBytes,
+      nodeCapacityBytes: v.nodeCapacityBytes ?? v.capacityBytes,
+      mutableParameters: { ...v.mutableParameters },
       publishedNodes: Object.keys(v.publishedNodes).sort(),
       staged: Object.entries(v.nodeStaged ?? {})
         .map(([node, s]) => ({ node, path: s.path }))
@@ -349,6 +373,28 @@ export class CsiDriver {
     createdAt: string;
   }): BackingRecord {
     return { name: r.name, kind: r.kind, path: this.ctx.store.abs(r.path), createdAt: r.createdAt };
+  }
+
+  /** The driver-wide pool and each segment's: size, use, what is left. */
+  capacity(): CapacityReport {
+    return capacityReport(this.ctx);
+  }
+
+  /**
+   * Sets a segment's pool (by the topology key's value), or the default pool
+   * of every segment without one of its own when `segment` is undefined;
+   * `bytes` null puts the segment back on the default. Not saved: a restarted
+   * driver has its configured pools again.
+   */
+  setSegmentCapacity(segment: string | undefined, bytes: number | null): void {
+    if (bytes !== null && (!Number.isSafeInteger(bytes) || bytes < 0)) {
+      throw new Error(`totalBytes must be a non-negative integer, got ${bytes}`);
+    }
+    if (segment === undefined) {
+      if (bytes === null) throw new Error("the default pool needs a size");
+      this.ctx.pools.setDefault(bytes);
+    } else if (bytes === null) this.ctx.pools.unset(segment);
+    else this.ctx.pools.set(segment, bytes);
   }
 
   /** Nodes the volume is published to, sorted; empty for an unknown volume. */

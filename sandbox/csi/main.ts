@@ -13,6 +13,35 @@ const list = (v: string | undefined): string[] | undefined =>
         .map((s) => s.trim())
         .filter(Boolean);
 
+/** A byte count from the environment; a typo stops the driver rather than meaning a default. */
+function bytesEnv(name: string): number | undefined {
+  const v = process.env[name];
+  if (v === undefined || v === "") return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new Error(`${name} must be a non-negative integer of bytes, got ${v}`);
+  return n;
+}
+
+/** "node-a=1073741824,node-b=0" → per-segment pools. */
+function poolsEnv(name: string): Record<string, number> | undefined {
+  const entries = list(process.env[name]);
+  if (!entries) return undefined;
+  return Object.fromEntries(
+    entries.map((e) => {
+      const [segment, bytes] = e.split("=");
+      const n = Number(bytes);
+      if (!segment || bytes === undefined || !Number.isSafeInteger(n) || n < 0) {
+        throw new Error(`${name}: expected <segment>=<bytes>, got ${e}`);
+      }
+      return [segment, n];
+    }),
+  );
+}
+
+const optional = <K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> =>
+  value === undefined ? {} : ({ [key]: value } as Record<K, V>);
+
 const handle = await startCsiDriver({
   dir: resolve(process.env.CSI_DIR ?? ".sandbox/csi"),
   ...(process.env.CSI_SOCKET ? { socketPath: process.env.CSI_SOCKET } : {}),
@@ -22,6 +51,14 @@ const handle = await startCsiDriver({
   controllerCapabilities: list(process.env.CSI_CONTROLLER_CAPABILITIES) as ControllerCapability[] | undefined,
   pluginCapabilities: list(process.env.CSI_PLUGIN_CAPABILITIES) as PluginCapability[] | undefined,
   nodeCapabilities: list(process.env.CSI_NODE_CAPABILITIES) as NodeCapability[] | undefined,
+  ...optional("maxVolumeBytes", bytesEnv("CSI_MAX_VOLUME_BYTES")),
+  ...optional("totalCapacityBytes", bytesEnv("CSI_TOTAL_CAPACITY_BYTES")),
+  ...optional("segmentCapacityBytes", bytesEnv("CSI_SEGMENT_CAPACITY_BYTES")),
+  ...optional("segmentCapacityOverrides", poolsEnv("CSI_SEGMENT_CAPACITIES")),
+  ...optional(
+    "nodeExpansionKinds",
+    list(process.env.CSI_NODE_EXPANSION_KINDS) as ("mount" | "block")[] | undefined,
+  ),
   // Further nodes, each with a node plugin on <dir>/node-<name>.sock.
   ...(process.env.CSI_NODES ? { nodes: list(process.env.CSI_NODES) } : {}),
 });

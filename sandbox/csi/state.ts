@@ -49,6 +49,14 @@ export interface VolumeRecord {
   nodeStaged?: Record<string, NodeStaging>;
   /** node id → target path → mount. */
   nodeMounts?: Record<string, Record<string, NodeMount>>;
+  /**
+   * The filesystem's size as the node last grew it (NodeExpandVolume); lags
+   * capacityBytes after a controller expansion that needs the node. Absent
+   * in older state files: the same as capacityBytes.
+   */
+  nodeCapacityBytes?: number;
+  /** The mutable parameters CreateVolume and ControllerModifyVolume applied (absent: none). */
+  mutableParameters?: Record<string, string>;
   createdAt: string;
 }
 

@@ -1,8 +1,10 @@
-// DeleteVolume, ControllerExpandVolume, ValidateVolumeCapabilities,
-// ListVolumes and GetCapacity.
+// DeleteVolume, ControllerExpandVolume, ControllerModifyVolume,
+// ValidateVolumeCapabilities, ListVolumes and GetCapacity.
 import type {
   ControllerExpandVolumeRequest,
   ControllerExpandVolumeResponse,
+  ControllerModifyVolumeRequest,
+  ControllerModifyVolumeResponse,
   DeleteVolumeRequest,
   Empty,
   GetCapacityRequest,
@@ -12,9 +14,17 @@ import type {
   ValidateVolumeCapabilitiesRequest,
   ValidateVolumeCapabilitiesResponse,
 } from "../../shared/csi/types.ts";
+import {
+  driverAvailableBytes,
+  requestedSegment,
+  requireRoom,
+  segmentAvailableBytes,
+  volumeSegments,
+} from "./capacity.ts";
 import type { DriverContext } from "./config.ts";
 import { volumeMessage } from "./convert.ts";
 import { CsiError, invalidArgument, notFound } from "./errors.ts";
+import { checkMutableParameters, mutableParametersProblem } from "./mutable-parameters.ts";
 import { paginate } from "./paging.ts";
 import { resizeBacking } from "./storage.ts";
 import { capabilitiesKind, capabilityProblem, capacityRange, requireField } from "./validate.ts";
@@ -47,6 +57,9 @@ export async function expandVolume(
   if (target === 0) throw invalidArgument(`${method}: capacity_range.required_bytes missing in request`);
   const volume = ctx.store.volumes.get(id);
   if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
+  // A filesystem grows on the node; only a node plugin that can do it is asked to.
+  const needsNode =
+    ctx.config.nodeExpansionKinds.has(volume.kind) && ctx.config.nodeCapabilities.has("EXPAND_VOLUME");
   if (range.limit > 0 && volume.capacityBytes > range.limit) {
     throw new CsiError(
       "OUT_OF_RANGE",
@@ -61,19 +74,45 @@ export async function expandVolume(
         `${method}: ${target} bytes exceeds the maximum volume size of ${ctx.config.maxVolumeBytes} bytes`,
       );
     }
-    const free = ctx.config.totalCapacityBytes - ctx.store.usedBytes();
-    if (target - volume.capacityBytes > free) {
-      throw new CsiError(
-        "RESOURCE_EXHAUSTED",
-        `${method}: growing volume ${id} to ${target} bytes needs more than the ${Math.max(0, free)} bytes available`,
-      );
-    }
+    requireRoom(
+      ctx,
+      method,
+      `growing volume ${id} to ${target} bytes`,
+      volumeSegments(ctx.config, volume),
+      target - volume.capacityBytes,
+    );
     await resizeBacking(ctx.store.abs(volume.path), volume.kind, target);
+    // The filesystem keeps its size until NodeExpandVolume grows it, unless no node step is needed.
+    volume.nodeCapacityBytes = needsNode ? (volume.nodeCapacityBytes ?? volume.capacityBytes) : target;
     volume.capacityBytes = target;
     ctx.store.changed();
   }
-  // No node service expansion here: the sandbox never mounts a filesystem.
-  return { capacityBytes: BigInt(volume.capacityBytes), nodeExpansionRequired: false };
+  return { capacityBytes: BigInt(volume.capacityBytes), nodeExpansionRequired: needsNode };
+}
+
+/**
+ * Applies the given mutable parameters over the recorded ones (keys not
+ * named keep their values). An unsupported key or value is INVALID_ARGUMENT:
+ * the external-resizer marks the claim's modification Infeasible.
+ */
+export async function modifyVolume(
+  ctx: DriverContext,
+  req: ControllerModifyVolumeRequest,
+): Promise<ControllerModifyVolumeResponse> {
+  const method = "ControllerModifyVolume";
+  const id = requireField(method, "volume_id", req.volumeId);
+  const given = req.mutableParameters ?? {};
+  if (Object.keys(given).length === 0)
+    throw invalidArgument(`${method}: mutable_parameters missing in request`);
+  const volume = ctx.store.volumes.get(id);
+  if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
+  const params = checkMutableParameters(method, given);
+  const merged = { ...volume.mutableParameters, ...params };
+  if (JSON.stringify(merged) !== JSON.stringify(volume.mutableParameters ?? {})) {
+    volume.mutableParameters = merged;
+    ctx.store.changed();
+  }
+  return {};
 }
 
 export async function validateVolumeCapabilities(
@@ -98,12 +137,20 @@ export async function validateVolumeCapabilities(
       };
     }
   }
+  const mutable = req.mutableParameters ?? {};
+  if (Object.keys(mutable).length > 0) {
+    if (!ctx.config.controllerCapabilities.has("MODIFY_VOLUME")) {
+      return { message: "mutable_parameters are not supported: the driver does not advertise MODIFY_VOLUME" };
+    }
+    const problem = mutableParametersProblem(mutable);
+    if (problem) return { message: problem };
+  }
   return {
     confirmed: {
       volumeContext: req.volumeContext ?? {},
       volumeCapabilities: caps,
       parameters: req.parameters ?? {},
-      mutableParameters: {},
+      mutableParameters: { ...mutable },
     },
     message: "",
   };
@@ -135,7 +182,14 @@ export async function getCapacity(ctx: DriverContext, req: GetCapacityRequest): 
       return { availableCapacity: 0n, maximumVolumeSize: { value: 0n } };
     }
   }
-  const available = Math.max(0, ctx.config.totalCapacityBytes - ctx.store.usedBytes());
+  // Without a segment: the driver-wide pool, regardless of topology (as the spec allows).
+  const segment = ctx.config.pluginCapabilities.has("VOLUME_ACCESSIBILITY_CONSTRAINTS")
+    ? requestedSegment(ctx.config, req.accessibleTopology)
+    : undefined;
+  if (segment === null) return { availableCapacity: 0n, maximumVolumeSize: { value: 0n } };
+  const driverWide = driverAvailableBytes(ctx);
+  const available =
+    segment === undefined ? driverWide : Math.min(driverWide, segmentAvailableBytes(ctx, segment));
   return {
     availableCapacity: BigInt(available),
     maximumVolumeSize: { value: BigInt(Math.min(available, ctx.config.maxVolumeBytes)) },

@@ -75,7 +75,10 @@ describe("Identity and Node", () => {
       segments: { "topology.hostpath.csi/node": "sandbox-node" },
     });
     assert.deepEqual(await csi.call("Node", "NodeGetCapabilities"), {
-      capabilities: [{ rpc: { type: "STAGE_UNSTAGE_VOLUME" }, type: "rpc" }],
+      capabilities: [
+        { rpc: { type: "STAGE_UNSTAGE_VOLUME" }, type: "rpc" },
+        { rpc: { type: "EXPAND_VOLUME" }, type: "rpc" },
+      ],
     });
   });
 
@@ -93,6 +96,7 @@ describe("Identity and Node", () => {
       "LIST_SNAPSHOTS",
       "LIST_VOLUMES",
       "LIST_VOLUMES_PUBLISHED_NODES",
+      "MODIFY_VOLUME",
       "PUBLISH_READONLY",
       "PUBLISH_UNPUBLISH_VOLUME",
       "SINGLE_NODE_MULTI_WRITER",

@@ -100,7 +100,7 @@ const unstage = (client: RawCsiClient, id: string, path: string) =>
 const backing = (id: string) => handle.driver.listBackingVolumes().find((v) => v.volumeId === id)!;
 
 describe("node plugins", () => {
-  it("each answers NodeGetInfo with its own node id and topology, and advertises STAGE_UNSTAGE_VOLUME", async () => {
+  it("each answers NodeGetInfo with its own node id and topology, and advertises STAGE_UNSTAGE_VOLUME and EXPAND_VOLUME", async () => {
     for (const [client, node] of [
       [onA, nodeA],
       [onB, nodeB],
@@ -114,7 +114,7 @@ describe("node plugins", () => {
       );
       assert.deepEqual(
         caps.capabilities.map((c) => c.rpc.type),
-        ["STAGE_UNSTAGE_VOLUME"],
+        ["STAGE_UNSTAGE_VOLUME", "EXPAND_VOLUME"],
       );
     }
     // A node plugin serves no Controller service; the controller's socket does.
