@@ -21,6 +21,7 @@ export const FUNCTION_NAMES = [
   "attacher",
   "attach-detach",
   "protection",
+  "resizer",
 ] as const;
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 

@@ -64,6 +64,12 @@ const decisionModules = [
   "shared/attacher/attacher-steps.ts",
   "shared/attacher/attachment-protocol.ts",
   "shared/attacher/volume-release.ts",
+  "shared/resizer/expand.ts",
+  "shared/resizer/modify.ts",
+  "shared/resizer/claim-status.ts",
+  "shared/resizer/bound-volume.ts",
+  "shared/resizer/steps.ts",
+  "shared/resizer/constants.ts",
   "shared/controller/plan.ts",
 ];
 
