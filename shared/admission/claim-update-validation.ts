@@ -5,10 +5,12 @@
 // - spec is immutable except: volumeName set once (the binder binds),
 //   storageClassName set once on a claim that had none (the retroactive
 //   default class, 1.28+; or the move from the beta annotation to the field),
-//   resources.requests of a Bound claim, and volumeAttributesClassName (which
-//   has rules of its own, not mirrored here);
+//   and for a Bound claim its storage request and volumeAttributesClassName;
 // - the beta class annotation is immutable; volumeMode is immutable;
-// - storage may not shrink;
+// - volumeAttributesClassName, once set, may not become unset or "";
+// - storage may be lowered (to back out of a failed expansion) only while it
+//   stays above status.capacity: RecoverVolumeExpansionFailure, GA and
+//   always on since 1.34;
 // - growing needs a Bound claim whose class (unchanged) allows expansion.
 //
 // Status writes (subresource "status") are not checked here at all.
@@ -112,9 +114,11 @@ export function validateClaimUpdate(next: PersistentVolumeClaim, old: Persistent
       else requests.storage = oldStorage;
     }
   }
-  // volumeAttributesClassName has its own rules upstream (feature-gated); not this check's business.
-  if (oldSpec.volumeAttributesClassName === undefined) delete newSpec.volumeAttributesClassName;
-  else newSpec.volumeAttributesClassName = oldSpec.volumeAttributesClassName;
+  // A Bound claim may also move to another class of volume attributes (its unset rule follows).
+  if (old.status?.phase === "Bound" && newSpec.volumeAttributesClassName !== undefined) {
+    if (oldSpec.volumeAttributesClassName === undefined) delete newSpec.volumeAttributesClassName;
+    else newSpec.volumeAttributesClassName = oldSpec.volumeAttributesClassName;
+  }
 
   if (!isDeepStrictEqual(newSpec, oldSpec)) {
     errors.push(forbidden("spec", `${message.claimSpecImmutable}\n${specDiff(oldSpec, newSpec)}`));
@@ -123,6 +127,7 @@ export function validateClaimUpdate(next: PersistentVolumeClaim, old: Persistent
   const newStorage = next.spec.resources?.requests?.storage;
   const newSize = sizeMilli(newStorage);
   const oldSize = sizeMilli(old.spec.resources?.requests?.storage);
+  const capacity = sizeMilli(old.status?.capacity?.storage) ?? 0n;
   if (newSize === undefined) {
     errors.push(
       invalid(
@@ -131,12 +136,22 @@ export function validateClaimUpdate(next: PersistentVolumeClaim, old: Persistent
         "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
       ),
     );
-  } else if (oldSize !== undefined && newSize < oldSize) {
-    errors.push(forbidden("spec.resources.requests.storage", message.noShrink));
+  } else if (oldSize !== undefined && newSize < oldSize && newSize <= capacity) {
+    errors.push(forbidden("spec.resources.requests.storage", message.belowCapacity));
   }
 
+  // Upstream's path for this one lacks the "spec." prefix.
   if ((next.spec.volumeMode ?? null) !== (old.spec.volumeMode ?? null)) {
-    errors.push(invalid("spec.volumeMode", next.spec.volumeMode ?? null, message.fieldImmutable));
+    errors.push(invalid("volumeMode", next.spec.volumeMode ?? null, message.fieldImmutable));
+  }
+
+  const newAttributesClass = next.spec.volumeAttributesClassName;
+  const oldAttributesClass = old.spec.volumeAttributesClassName;
+  if (!isNil(oldAttributesClass) && newAttributesClass !== oldAttributesClass) {
+    if (isNil(newAttributesClass))
+      errors.push(forbidden("spec.volumeAttributesClassName", message.attributesClassToNil));
+    else if (newAttributesClass === "")
+      errors.push(forbidden("spec.volumeAttributesClassName", message.attributesClassToEmpty));
   }
   return errors;
 }

@@ -12,7 +12,10 @@ export const message = {
   // ValidatePersistentVolumeClaimUpdate
   claimSpecImmutable:
     "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims",
-  noShrink: "field can not be less than previous value",
+  // With RecoverVolumeExpansionFailure (GA, locked on since 1.34) a request may be lowered, not to status.capacity.
+  belowCapacity: "field can not be less than status.capacity",
+  attributesClassToNil: "update from non-nil value to nil is forbidden",
+  attributesClassToEmpty: "update from non-nil value to an empty string is forbidden",
   fieldImmutable: "field is immutable",
   // ValidateVolumeAttachment
   exactlyOneSource: "must specify exactly one of inlineVolumeSpec and persistentVolumeName",

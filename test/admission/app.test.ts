@@ -132,7 +132,7 @@ describe("endpoints end to end", () => {
     );
     assert.equal(no.allowed, false);
     assert.equal(no.status?.code, 422);
-    assert.match(no.status?.message ?? "", /field can not be less than previous value/);
+    assert.match(no.status?.message ?? "", /field can not be less than status\.capacity/);
   });
 
   test("PVC UPDATE: expansion denied when the class does not allow it", async () => {

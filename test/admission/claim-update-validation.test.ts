@@ -35,6 +35,16 @@ interface Case {
 const pending = claim("data", { spec: { storageClassName: "fast" }, status: { phase: "Pending" } });
 const unclassed = claim("data", { status: { phase: "Pending" } });
 const bound = boundClaim("data", "1Gi");
+/** Asked for 3Gi, the driver failed: status.capacity is still 1Gi. */
+const failedExpansion = changed(boundClaim("data", "3Gi"), (c) => {
+  c.status = { ...c.status, capacity: { storage: "1Gi" }, allocatedResources: { storage: "3Gi" } };
+});
+
+function withAttributesClass(c: PersistentVolumeClaim, name: string): PersistentVolumeClaim {
+  return changed(c, (x) => {
+    x.spec.volumeAttributesClassName = name;
+  });
+}
 
 const cases: Case[] = [
   { name: "nothing changed", old: bound, next: structuredClone(bound), errors: [] },
@@ -129,7 +139,7 @@ const cases: Case[] = [
     next: changed(bound, (c) => {
       c.spec.volumeMode = "Block";
     }),
-    errors: [/^spec: Forbidden: /, 'spec.volumeMode: Invalid value: "Block": field is immutable'],
+    errors: [/^spec: Forbidden: /, 'volumeMode: Invalid value: "Block": field is immutable'],
   },
   {
     name: "a Bound claim grows (size rules are the resize check's)",
@@ -140,12 +150,38 @@ const cases: Case[] = [
     errors: [],
   },
   {
-    name: "a Bound claim shrinks",
+    name: "a Bound claim shrinks below status.capacity",
     old: boundClaim("data", "2Gi"),
     next: changed(boundClaim("data", "2Gi"), (c) => {
       c.spec.resources = { requests: { storage: "1Gi" } };
     }),
-    errors: ["spec.resources.requests.storage: Forbidden: field can not be less than previous value"],
+    errors: ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"],
+  },
+  {
+    name: "after a failed expansion, the request is lowered but stays above status.capacity (recovery)",
+    old: failedExpansion,
+    next: changed(failedExpansion, (c) => {
+      c.spec.resources = { requests: { storage: "2Gi" } };
+    }),
+    errors: [],
+  },
+  {
+    name: "after a failed expansion, the request is lowered back to status.capacity exactly",
+    old: failedExpansion,
+    next: changed(failedExpansion, (c) => {
+      c.spec.resources = { requests: { storage: "1024Mi" } };
+    }),
+    errors: ["spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"],
+  },
+  {
+    name: "a claim without status.capacity counts it as zero: lowering is the spec rule's business",
+    old: changed(boundClaim("data", "2Gi"), (c) => {
+      delete c.status?.capacity;
+    }),
+    next: changed(boundClaim("data", "1Gi"), (c) => {
+      delete c.status?.capacity;
+    }),
+    errors: [],
   },
   {
     name: "the same size written differently is no change",
@@ -161,10 +197,8 @@ const cases: Case[] = [
     next: changed(pending, (c) => {
       c.spec.resources = { requests: { storage: "500Mi" } };
     }),
-    errors: [
-      /^spec: Forbidden: /,
-      "spec.resources.requests.storage: Forbidden: field can not be less than previous value",
-    ],
+    // No capacity yet, so the size rule has nothing to say; spec immutability does.
+    errors: [/^spec: Forbidden: .*spec\.resources: /s],
   },
   {
     name: "limits are not requests",
@@ -183,12 +217,52 @@ const cases: Case[] = [
     errors: [/^spec\.resources\.requests\[storage\]: Invalid value: "lots": quantities must match/],
   },
   {
-    name: "volumeAttributesClassName has rules of its own",
+    name: "a Bound claim is given a volumeAttributesClassName",
     old: bound,
     next: changed(bound, (c) => {
       c.spec.volumeAttributesClassName = "gold";
     }),
     errors: [],
+  },
+  {
+    name: "a Bound claim moves to another volumeAttributesClassName",
+    old: withAttributesClass(bound, "gold"),
+    next: withAttributesClass(bound, "silver"),
+    errors: [],
+  },
+  {
+    name: "a Pending claim's volumeAttributesClassName is immutable",
+    old: withAttributesClass(pending, "gold"),
+    next: withAttributesClass(pending, "silver"),
+    errors: [/^spec: Forbidden: .*\nspec\.volumeAttributesClassName: "gold" -> "silver"$/s],
+  },
+  {
+    name: "volumeAttributesClassName unset once set",
+    old: withAttributesClass(bound, "gold"),
+    next: structuredClone(bound),
+    errors: [
+      /^spec: Forbidden: .*spec\.volumeAttributesClassName: "gold" -> \(unset\)$/s,
+      "spec.volumeAttributesClassName: Forbidden: update from non-nil value to nil is forbidden",
+    ],
+  },
+  {
+    name: "volumeAttributesClassName set to null once set",
+    old: withAttributesClass(bound, "gold"),
+    next: changed(bound, (c) => {
+      c.spec.volumeAttributesClassName = null;
+    }),
+    errors: [
+      /^spec: Forbidden: /,
+      "spec.volumeAttributesClassName: Forbidden: update from non-nil value to nil is forbidden",
+    ],
+  },
+  {
+    name: 'volumeAttributesClassName set to "" once set',
+    old: withAttributesClass(bound, "gold"),
+    next: withAttributesClass(bound, ""),
+    errors: [
+      "spec.volumeAttributesClassName: Forbidden: update from non-nil value to an empty string is forbidden",
+    ],
   },
   {
     name: "null and absent are the same",
@@ -250,7 +324,7 @@ describe("PVC validate hook", () => {
       code: 422,
       reason: "Invalid",
       message:
-        'PersistentVolumeClaim "data" is invalid: spec.resources.requests.storage: Forbidden: field can not be less than previous value',
+        'PersistentVolumeClaim "data" is invalid: spec.resources.requests.storage: Forbidden: field can not be less than status.capacity',
     });
   });
 
@@ -261,7 +335,7 @@ describe("PVC validate hook", () => {
     const response = await reviewUpdate(hookWith(fakeLookups({})), next, bound);
     assert.match(
       response.status?.message ?? "",
-      /^PersistentVolumeClaim "data" is invalid: \[spec: Forbidden: .*, spec\.volumeMode: Invalid value: "Block": field is immutable\]$/s,
+      /^PersistentVolumeClaim "data" is invalid: \[spec: Forbidden: .*, volumeMode: Invalid value: "Block": field is immutable\]$/s,
     );
   });
 
