@@ -1,11 +1,13 @@
-// The provisioner function: POST / takes forwarded PVC and PV events, POST
-// /resync re-examines every claim and PV of this driver. Ready when the CSI
-// driver answers Probe. All decisions live in shared/provisioner.
+// The provisioner function: POST / takes forwarded PVC and PV events (and,
+// with capacity tracking, StorageClass, Node, CSINode and CSIStorageCapacity
+// events), POST /resync re-examines every claim and PV of this driver. Ready
+// when the CSI driver answers Probe. All decisions live in shared/provisioner
+// and shared/capacity.
 
+import type { Controller } from "../../shared/http/controller-function.ts";
 import type { FunctionApp } from "../../shared/http/function-app.ts";
-import type { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { type CsiControllerAppOptions, createCsiControllerApp } from "../csi-controller-app.ts";
 
-export function createProvisionerApp(options: CsiControllerAppOptions<ProvisionerController>): FunctionApp {
+export function createProvisionerApp(options: CsiControllerAppOptions<Controller>): FunctionApp {
   return createCsiControllerApp("provisioner", options);
 }

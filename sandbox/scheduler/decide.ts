@@ -9,13 +9,20 @@
 // finish), else where its class can provision: allowedTopologies and the
 // driver's topology keys (the scheduler then sets the selected-node
 // annotation). The pod is bound once its claims are; a claim carrying the
-// annotation, or a PV pre-bound to it, fits only where those point.
+// annotation, or a PV pre-bound to it, fits only where those point. With
+// storage capacity tracking (the class's CSIDriver has storageCapacity: true),
+// a claim to provision fits only a node some CSIStorageCapacity of its class
+// covers with enough room (maximumVolumeSize, else capacity).
 
 import { findBestMatchForClaim } from "../../shared/binder/find-best-match.ts";
 import { isVolumeBoundToClaim } from "../../shared/binder/volume-helpers.ts";
+import { labelSelectorMatches } from "../../shared/kube/label-selector.ts";
 import { podClaimNames } from "../../shared/kube/pod-claims.ts";
+import { compareQuantities } from "../../shared/kube/quantity.ts";
 import type {
+  CSIDriver,
   CSINode,
+  CSIStorageCapacity,
   Node,
   NodeSelectorTerm,
   PersistentVolume,
@@ -37,6 +44,9 @@ export interface SchedulingView {
   /** Every PV: candidates for WaitForFirstConsumer claims. */
   volumes: readonly PersistentVolume[];
   storageClass(name: string): StorageClass | undefined;
+  csiDriver(name: string): CSIDriver | undefined;
+  /** Every CSIStorageCapacity, in any namespace (the scheduler does not look at labels or owners). */
+  capacities: readonly CSIStorageCapacity[];
   /** Pods bound to the node and not finished: the scheduler spreads by it. */
   podCount(node: string): number;
 }
@@ -82,6 +92,7 @@ const reasons = {
   volumeAffinity: "node(s) had volume node affinity conflict",
   bindConflict: "node(s) didn't find available persistent volumes to bind",
   selectedNode: "node(s) didn't match the claim's selected node",
+  capacity: "node(s) did not have enough free storage",
 } as const;
 
 function tolerates(
@@ -108,6 +119,30 @@ function allowedTopologiesMatch(sc: StorageClass, labels: Readonly<Record<string
       return v !== undefined && e.values.includes(v);
     }),
   );
+}
+
+/**
+ * VolumeBinding's capacity check for a claim to provision on this node: only
+ * when the class's CSIDriver asks for it (storageCapacity: true) and the claim
+ * requests storage; then some object of the class must cover the node and
+ * have room for the request.
+ */
+function capacityFits(
+  view: SchedulingView,
+  claim: PersistentVolumeClaim,
+  sc: StorageClass,
+  node: Node,
+): boolean {
+  if (view.csiDriver(sc.provisioner)?.spec.storageCapacity !== true) return true;
+  const request = claim.spec.resources?.requests?.storage;
+  if (!request) return true;
+  const labels = node.metadata.labels ?? {};
+  return view.capacities.some((c) => {
+    if (c.storageClassName !== sc.metadata.name) return false;
+    const limit = c.maximumVolumeSize ?? c.capacity;
+    if (limit === undefined || compareQuantities(limit, request) < 0) return false;
+    return c.nodeTopology ? labelSelectorMatches(c.nodeTopology, labels) : false;
+  });
 }
 
 /** A CSI driver known to any node must run on this node, with every topology key it reports there as a label. */
@@ -248,6 +283,7 @@ export function decidePod(pod: Pod, view: SchedulingView): ScheduleDecision {
       if (d.sc.provisioner === noProvisioner) return reasons.bindConflict;
       if (!allowedTopologiesMatch(d.sc, labels)) return reasons.bindConflict;
       if (!driverFits(view, d.sc.provisioner, node)) return reasons.bindConflict;
+      if (!capacityFits(view, d.claim, d.sc, node)) return reasons.capacity;
     }
     staticMatches.set(name, chosen);
     return undefined;

@@ -6,7 +6,9 @@
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
 import type { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import {
+  csiDrivers,
   csiNodes,
+  csiStorageCapacities,
   nodes,
   persistentVolumeClaims,
   persistentVolumes,
@@ -16,7 +18,9 @@ import {
 } from "../../shared/kube/resources.ts";
 import { rfc3339 } from "../../shared/kube/time.ts";
 import type {
+  CSIDriver,
   CSINode,
+  CSIStorageCapacity,
   KubeObject,
   Node,
   PersistentVolume,
@@ -43,6 +47,8 @@ export const schedulerKinds: readonly ResourceDescriptor[] = [
   persistentVolumeClaims,
   persistentVolumes,
   storageClasses,
+  csiDrivers,
+  csiStorageCapacities,
 ];
 
 /** pods/<name>/binding as a collection path, so the JSON client can POST a Binding to it. */
@@ -102,6 +108,8 @@ export class SandboxScheduler {
       volume: (name) => this.loop.cache.get<PersistentVolume>(persistentVolumes, name),
       volumes: this.loop.cache.list<PersistentVolume>(persistentVolumes),
       storageClass: (name) => this.loop.cache.get<StorageClass>(storageClasses, name),
+      csiDriver: (name) => this.loop.cache.get<CSIDriver>(csiDrivers, name),
+      capacities: this.loop.cache.list<CSIStorageCapacity>(csiStorageCapacities),
       podCount: (node) => (counts.get(node) ?? 0) + (assumed.get(node) ?? 0),
     };
   }

@@ -6,6 +6,7 @@ import { describe, it } from "node:test";
 import { decidePod, type ScheduleDecision } from "../../sandbox/scheduler/decide.ts";
 import type {
   CSINode,
+  CSIStorageCapacity,
   Node,
   PersistentVolume,
   PersistentVolumeClaim,
@@ -141,7 +142,26 @@ interface Row {
   volumes?: PersistentVolume[];
   classes?: StorageClass[];
   podCounts?: Record<string, number>;
+  /** The driver's CSIDriver has storageCapacity: true, and these objects exist. */
+  capacities?: CSIStorageCapacity[];
   want: ScheduleDecision;
+}
+
+function capacityObject(
+  className: string,
+  nodeName: string | undefined,
+  capacity: string,
+  max?: string,
+): CSIStorageCapacity {
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "CSIStorageCapacity",
+    metadata: { name: `csisc-${className}-${nodeName ?? "none"}`, namespace: "kube-system" },
+    storageClassName: className,
+    ...(nodeName ? { nodeTopology: { matchLabels: { [topologyKey]: nodeName } } } : {}),
+    capacity,
+    ...(max ? { maximumVolumeSize: max } : {}),
+  };
 }
 
 const twoNodes = [node("node-a", "zone-a"), node("node-b", "zone-b")];
@@ -350,6 +370,36 @@ const rows: Row[] = [
     claims: [claim("data", { className: "elsewhere" })],
     want: { action: "prebind", node: "node-a", bindVolumes: [], selectNode: ["data"] },
   },
+  {
+    name: "capacity tracking: a node whose segment lacks room is skipped",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "wffc" })],
+    capacities: [capacityObject("wffc", "node-a", "512Mi"), capacityObject("wffc", "node-b", "10Gi")],
+    want: { action: "prebind", node: "node-b", bindVolumes: [], selectNode: ["data"] },
+  },
+  {
+    name: "capacity tracking: maximumVolumeSize wins over capacity",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "wffc" })],
+    capacities: [capacityObject("wffc", "node-a", "10Gi", "512Mi"), capacityObject("wffc", "node-b", "1Gi")],
+    want: { action: "prebind", node: "node-b", bindVolumes: [], selectNode: ["data"] },
+  },
+  {
+    name: "capacity tracking: no object of the class covers any node",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "wffc" })],
+    capacities: [capacityObject("wffc-zone-b", "node-a", "10Gi"), capacityObject("wffc", undefined, "10Gi")],
+    want: {
+      action: "unschedulable",
+      message: "0/2 nodes are available: 2 node(s) did not have enough free storage.",
+    },
+  },
+  {
+    name: "capacity is not checked when the CSIDriver does not ask for it",
+    pod: pod(["data"]),
+    claims: [claim("data", { className: "wffc" })],
+    want: { action: "prebind", node: "node-a", bindVolumes: [], selectNode: ["data"] },
+  },
 ];
 
 describe("decidePod", () => {
@@ -363,6 +413,16 @@ describe("decidePod", () => {
         volume: (name) => row.volumes?.find((v) => v.metadata.name === name),
         volumes: row.volumes ?? [],
         storageClass: (name) => classes.find((c) => c.metadata.name === name),
+        csiDriver: (name) =>
+          row.capacities && name === driver
+            ? {
+                apiVersion: "storage.k8s.io/v1",
+                kind: "CSIDriver",
+                metadata: { name },
+                spec: { storageCapacity: true },
+              }
+            : undefined,
+        capacities: row.capacities ?? [],
         podCount: (n) => row.podCounts?.[n] ?? 0,
       });
       assert.deepEqual(got, row.want);
