@@ -36,6 +36,8 @@ function describeStep(s: KubeletStep): string {
       return `pod ${s.pod}: Running`;
     case "pod-deleted":
       return `pod ${s.pod}: deleted`;
+    case "expanded":
+      return `pod ${s.pod}: expanded ${s.volume} to ${s.size}${s.online ? " (online)" : ""}`;
   }
 }
 

@@ -1,11 +1,12 @@
 // Entry of the attach/detach function: `FUNCTION=attach-detach npm run serve`,
 // or the container command. Configuration: KUBECONFIG, PORT, LOG_LEVEL,
-// ATTACH_DETACH_MAX_WAIT_FOR_UNMOUNT_SECONDS, DISABLE_FORCE_DETACH_ON_TIMEOUT.
+// ATTACH_DETACH_MAX_WAIT_FOR_UNMOUNT_SECONDS, DISABLE_FORCE_DETACH_ON_TIMEOUT,
+// WORKERS, KUBE_API_QPS, KUBE_API_BURST.
 
 import { eventSource } from "../../shared/attach-detach/constants.ts";
 import { type DetachPolicy, defaultDetachPolicy } from "../../shared/attach-detach/detach-policy.ts";
 import { AttachDetachController } from "../../shared/attach-detach/runtime/attach-detach-controller.ts";
-import { booleanFromEnv, type Env, integerFromEnv } from "../../shared/config.ts";
+import { booleanFromEnv, controllerKnobsFromEnv, type Env, integerFromEnv } from "../../shared/config.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -40,8 +41,10 @@ export function detachPolicyFromEnv(env: Env = process.env): DetachPolicy {
 /** The attach/detach function from the environment, not yet serving (lambda.ts serves its app too). */
 export async function build(env = process.env): Promise<BuiltFunction> {
   const policy = detachPolicyFromEnv(env);
+  // kube-controller-manager's attach/detach loop has no worker flag: no cap unless WORKERS says one.
+  const knobs = controllerKnobsFromEnv(env);
   const logger = createLogger({ name: "attach-detach" });
-  const kube = new KubeJsonClient(loadKubeConfig(env));
+  const kube = new KubeJsonClient(loadKubeConfig(env), { rate: knobs.kubeApiRate });
   const events = new EventRecorder(kube, {
     component: eventSource,
     logger: { warn: (details, message) => logger.warn(details, message) },
@@ -50,6 +53,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     kube,
     events,
     policy,
+    workers: knobs.workers,
     log: { info: (details, message) => logger.info(details, message) },
   });
   const app = createAttachDetachApp({ controller, logger });

@@ -1,9 +1,12 @@
 // Entry of the attacher function: `FUNCTION=attacher npm run serve`, or the
 // container command. Configuration (README): KUBECONFIG, CSI_ENDPOINT,
 // DRIVER_NAME, CSI_TIMEOUT_SECONDS (upstream --timeout, default 15),
-// DEFAULT_FSTYPE (upstream --default-fstype, default none), PORT, LOG_LEVEL.
+// DEFAULT_FSTYPE (upstream --default-fstype, default none), WORKERS (upstream
+// --worker-threads, default 10), RETRY_INTERVAL_START_SECONDS,
+// RETRY_INTERVAL_MAX_SECONDS, KUBE_API_QPS, KUBE_API_BURST, PORT, LOG_LEVEL.
 import { defaultTimeoutSeconds } from "../../shared/attacher/constants.ts";
 import { AttacherController } from "../../shared/attacher/runtime/attacher-controller.ts";
+import { controllerKnobsFromEnv } from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -14,16 +17,20 @@ import { createAttacherApp } from "./app.ts";
 /** The attacher from the environment, not yet serving (lambda.ts serves its app too). */
 export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "attacher" });
+  // The external-attacher's --worker-threads default is 10.
+  const knobs = controllerKnobsFromEnv(env, { workers: 10 });
   // Read before connecting, so a missing kubeconfig fails without a CSI channel to close.
   const kubeConfig = loadKubeConfig(env);
   // No capability is required: a driver that cannot publish gets the trivial handler.
   const { csi, driverName } = await connectDriver({ env, defaultTimeoutSeconds });
-  const kube = new KubeJsonClient(kubeConfig);
+  const kube = new KubeJsonClient(kubeConfig, { rate: knobs.kubeApiRate });
   const controller = new AttacherController({
     kube,
     csi,
     driverName,
     defaultFsType: env.DEFAULT_FSTYPE?.trim() ?? "",
+    workers: knobs.workers,
+    retryInterval: knobs.retryInterval,
   });
   // Chosen once, at start (each cold start on Lambda), as upstream does. It
   // cannot fail here: connectDriver has already read the capabilities it uses.

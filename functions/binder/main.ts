@@ -1,9 +1,10 @@
 // Entry of the binder function: `FUNCTION=binder npm run serve`, or the
 // container command. Configuration: KUBECONFIG (or the in-cluster service
-// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, STORAGE_CLASS_CACHE.
+// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, STORAGE_CLASS_CACHE, WORKERS,
+// KUBE_API_QPS, KUBE_API_BURST.
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
-import { booleanFromEnv } from "../../shared/config.ts";
+import { booleanFromEnv, controllerKnobsFromEnv } from "../../shared/config.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -18,8 +19,10 @@ import { createBinderApp } from "./app.ts";
 /** The binder from the environment, not yet serving (lambda.ts serves its app too). */
 export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "binder" });
+  // kube-controller-manager's binder has no worker flag: no cap unless WORKERS says one.
+  const knobs = controllerKnobsFromEnv(env);
   const kubeConfig = loadKubeConfig(env);
-  const kube = new KubeJsonClient(kubeConfig);
+  const kube = new KubeJsonClient(kubeConfig, { rate: knobs.kubeApiRate });
   const events = new EventRecorder(kube, {
     component: "persistentvolume-controller",
     logger: { warn: (details, message) => logger.warn(details, message) },
@@ -39,6 +42,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   const controller = new BinderController({
     kube,
     events,
+    workers: knobs.workers,
     ...(volumeCache ? { volumeCache } : {}),
     ...(classCopy ? { storageClasses: classCopy.get } : {}),
   });

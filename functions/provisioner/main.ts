@@ -2,9 +2,15 @@
 // the container command. Configuration (README): KUBECONFIG, CSI_ENDPOINT,
 // DRIVER_NAME, CSI_TIMEOUT_SECONDS, VOLUME_NAME_PREFIX, VOLUME_NAME_UUID_LENGTH,
 // DEFAULT_FSTYPE, EXTRA_CREATE_METADATA, STRICT_TOPOLOGY, IMMEDIATE_TOPOLOGY,
-// PROVISIONER_IDENTITY, PROVISIONER_TOPOLOGY_CACHE, STORAGE_CLASS_CACHE, PORT,
-// LOG_LEVEL.
-import { booleanFromEnv, integerFromEnv } from "../../shared/config.ts";
+// PROVISIONER_IDENTITY, PROVISIONER_TOPOLOGY_CACHE, STORAGE_CLASS_CACHE,
+// CONTROLLER_PUBLISH_READONLY, WORKERS, RETRY_INTERVAL_START_SECONDS,
+// RETRY_INTERVAL_MAX_SECONDS, KUBE_API_QPS, KUBE_API_BURST, PORT, LOG_LEVEL.
+import {
+  booleanFromEnv,
+  controllerKnobsFromEnv,
+  integerFromEnv,
+  retryIntervalFromEnv,
+} from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
@@ -19,6 +25,8 @@ import { createProvisionerApp } from "./app.ts";
 
 /** The external-provisioner's --timeout default. */
 const defaultTimeoutSeconds = 10;
+/** The external-provisioner's --worker-threads default. */
+const defaultWorkers = 100;
 
 export function provisionerOptionsFromEnv(
   driverName: string,
@@ -33,12 +41,20 @@ export function provisionerOptionsFromEnv(
     strictTopology: booleanFromEnv(env, "STRICT_TOPOLOGY", defaults.strictTopology),
     immediateTopology: booleanFromEnv(env, "IMMEDIATE_TOPOLOGY", defaults.immediateTopology),
     identity: env.PROVISIONER_IDENTITY?.trim() || defaults.identity,
+    retryInterval: retryIntervalFromEnv(env),
+    controllerPublishReadOnly: booleanFromEnv(
+      env,
+      "CONTROLLER_PUBLISH_READONLY",
+      defaults.controllerPublishReadOnly,
+    ),
   };
 }
 
 /** The provisioner from the environment, not yet serving (lambda.ts serves its app too). */
 export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "provisioner" });
+  // Parsed before connecting, so a bad value fails without a CSI channel to close.
+  const knobs = controllerKnobsFromEnv(env, { workers: defaultWorkers });
   // Read before connecting, so a missing kubeconfig fails without a CSI channel to close.
   const kubeConfig = loadKubeConfig(env);
   const { csi, driverName, capabilities } = await connectDriver({
@@ -49,7 +65,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
         ? undefined
         : "does not support CREATE_DELETE_VOLUME; nothing to provision",
   });
-  const kube = new KubeJsonClient(kubeConfig);
+  const kube = new KubeJsonClient(kubeConfig, { rate: knobs.kubeApiRate });
   const events = new EventRecorder(kube, {
     component: `${driverName}_kube-storage-functions`,
     logger: { warn: (details, message) => logger.warn(details, message) },
@@ -68,6 +84,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     events,
     driverName,
     options: provisionerOptionsFromEnv(driverName, env),
+    workers: knobs.workers,
     ...(topology ? { topology: topology.get } : {}),
     ...(classCopy ? { storageClasses: classCopy.get } : {}),
   });

@@ -8,13 +8,17 @@
 // (NodeUnpublish, NodeUnstage once no other pod uses the volume, out of
 // volumesInUse) and then deleted for good. What it has mounted lives in
 // memory, as a kubelet's actual state of the world does; every CSI call is
-// idempotent, so redoing one is harmless.
+// idempotent, so redoing one is harmless. When the node plugin has
+// EXPAND_VOLUME it does the node half of volume expansion (NodeExpandVolume
+// and the claim's status) at mount time and online for published volumes:
+// the decisions are expand-plan.ts's.
 import { join } from "node:path";
 import { volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import { CsiClient } from "../../shared/csi/client.ts";
-import { GrpcCode, hasGrpcCode } from "../../shared/csi/errors.ts";
+import { GrpcCode, grpcCodeName, grpcCodeOf, hasGrpcCode } from "../../shared/csi/errors.ts";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
 import type { EventRecorder } from "../../shared/kube/event-recorder.ts";
+import { parseQuantityBytes } from "../../shared/kube/quantity.ts";
 import {
   csiDrivers,
   nodes,
@@ -24,6 +28,7 @@ import {
   type ResourceDescriptor,
   volumeAttachments,
 } from "../../shared/kube/resources.ts";
+import { readSecretData } from "../../shared/kube/secrets.ts";
 import { rfc3339 } from "../../shared/kube/time.ts";
 import type {
   CSIDriver,
@@ -35,6 +40,19 @@ import type {
 } from "../../shared/kube/types.ts";
 import { isNodeReady } from "../cluster/node-ready.ts";
 import { WatchLoop, type WatchLoopHost } from "../cluster/watch-loop.ts";
+import {
+  type ExpansionPlan,
+  type ExpansionView,
+  expandedMessage,
+  expansionFailure,
+  finishedPatch,
+  inProgressPatch,
+  mountExpansionFailedMessage,
+  mountTimeExpansion,
+  onlineExpansion,
+  onlineExpansionFailedMessage,
+  readOnlyMessage,
+} from "./expand-plan.ts";
 import {
   isFinished,
   type NodeVolumeState,
@@ -53,7 +71,9 @@ export type KubeletStep =
   | { step: "waiting-for-attach"; node: string; pod: string; volume: string }
   | { step: "staged" | "unstaged"; node: string; volume: string; path: string }
   | { step: "published" | "unpublished"; node: string; pod: string; volume: string; path: string }
-  | { step: "pod-running" | "pod-deleted"; node: string; pod: string };
+  | { step: "pod-running" | "pod-deleted"; node: string; pod: string }
+  /** NodeExpandVolume succeeded; `online` when the volume was already published for a running pod. */
+  | { step: "expanded"; node: string; pod: string; volume: string; size: string; online: boolean };
 
 export interface SandboxKubeletOptions extends WatchLoopHost {
   nodeName: string;
@@ -80,7 +100,12 @@ export const kubeletKinds: readonly ResourceDescriptor[] = [
 interface Mount {
   volume: CsiVolumeToMount;
   targetPath: string;
+  /** Published and, when the claim called for it, expanded: the pod may use it. */
+  ready: boolean;
 }
+
+/** What an expansion did: the pod may use the volume ("done"), or a retry is due ("failed"). */
+type ExpansionOutcome = { done: true } | { done: false; error: string };
 
 const maxBackoffMs = 30_000;
 const firstBackoffMs = 500;
@@ -105,6 +130,7 @@ export class SandboxKubelet {
   private readonly events: EventRecorder;
   private csi: CsiClient | undefined;
   private stages = false;
+  private expands = false;
   /** unique volume name → staging path: volumes staged on this node. */
   private readonly staged = new Map<string, { path: string; volume: CsiVolumeToMount }>();
   /** pod uid → unique volume name → mount. */
@@ -116,6 +142,14 @@ export class SandboxKubelet {
   private readonly backoff = new Map<string, { until: number; failures: number }>();
   /** "<pod uid> <volume>" pairs already reported as waiting for attach (reported once). */
   private readonly waitingForAttach = new Set<string>();
+  /** unique volume name → the claim size recorded for the mounted volume (the actual state's size). */
+  private readonly recordedSizes = new Map<string, string>();
+  /** Volumes whose driver answered FailedPrecondition to NodeExpandVolume: no online expansion until mounted anew. */
+  private readonly expandInUseErrors = new Set<string>();
+  /** Volumes whose last NodeExpandVolume failed with a final error. */
+  private readonly expandFinalErrors = new Set<string>();
+  /** Online expansions running, by unique volume name: one at a time per volume, never blocking the pass. */
+  private readonly expanding = new Map<string, Promise<void>>();
 
   constructor(options: SandboxKubeletOptions) {
     this.options = options;
@@ -138,11 +172,13 @@ export class SandboxKubelet {
     });
     const caps = await this.csi.nodeGetCapabilities();
     this.stages = caps.capabilities.some((c) => c.rpc?.type === "STAGE_UNSTAGE_VOLUME");
+    this.expands = caps.capabilities.some((c) => c.rpc?.type === "EXPAND_VOLUME");
     await this.loop.start();
   }
 
   async stop(): Promise<void> {
     await this.loop.stop();
+    await Promise.allSettled([...this.expanding.values()]);
     this.csi?.close();
   }
 
@@ -238,6 +274,7 @@ export class SandboxKubelet {
 
     await this.tearDown(byUid);
     await this.unstageUnused(wanted);
+    this.forgetUnmountedVolumes();
     const inUse = await this.reportVolumesInUse(node, [...desired.values()].flat());
     await this.finishDeletions(here, wanted, inUse);
 
@@ -252,6 +289,7 @@ export class SandboxKubelet {
         this.loop.log.debug({ pod: podKey(pod), reason: waiting.get(uid) }, "waiting");
       await this.writeStatus(pod, node, ready);
     }
+    this.startOnlineExpansions(byUid);
   }
 
   /** NodeUnpublish every volume of a pod that is gone, being deleted or finished. */
@@ -281,6 +319,15 @@ export class SandboxKubelet {
         });
       }
       if (mounts.size === 0) this.mounted.delete(uid);
+    }
+  }
+
+  /** A volume neither staged nor published here leaves the actual state, and its recorded size and marks with it. */
+  private forgetUnmountedVolumes(): void {
+    const published = new Set([...this.mounted.values()].flatMap((m) => [...m.keys()]));
+    for (const marks of [this.recordedSizes, this.expandInUseErrors, this.expandFinalErrors]) {
+      for (const unique of marks.keys())
+        if (!published.has(unique) && !this.staged.has(unique)) marks.delete(unique);
     }
   }
 
@@ -361,9 +408,12 @@ export class SandboxKubelet {
   ): Promise<boolean> {
     const uid = pod.metadata.uid ?? "";
     const unique = volume.uniqueName;
-    if (this.mounted.get(uid)?.has(unique)) return true;
+    const existing = this.mounted.get(uid)?.get(unique);
+    if (existing?.ready) return true;
     const key = `mount:${uid}:${unique}`;
     if (this.inBackoff(key)) return false;
+    // Published, but its expansion failed: as upstream's uncertain mount, the pod waits and the expansion is retried.
+    if (existing) return this.finishMount(pod, existing, key);
 
     let publishContext: Record<string, string> = {};
     if (volume.attachRequired) {
@@ -423,13 +473,256 @@ export class SandboxKubelet {
       this.volumeWarning(pod, "FailedMount", "MountVolume.SetUp", volume.pvName),
     );
     if (!published) return false;
-    this.succeeded(key);
     this.waitingForAttach.delete(`${uid} ${unique}`);
     const mounts = this.mounted.get(uid) ?? new Map<string, Mount>();
-    mounts.set(unique, { volume, targetPath: target });
+    const mount: Mount = { volume, targetPath: target, ready: false };
+    mounts.set(unique, mount);
     this.mounted.set(uid, mounts);
     this.step({ step: "published", node: this.nodeName, pod: podKey(pod), volume: unique, path: target });
+    return this.finishMount(pod, mount, key);
+  }
+
+  /** Mount-time expansion of a published volume; the volume is ready once it is done or not needed. */
+  private async finishMount(pod: Pod, mount: Mount, key: string): Promise<boolean> {
+    const unique = mount.volume.uniqueName;
+    // An online expansion of the same volume for another pod is under way: this mount waits for it.
+    if (this.expanding.has(unique)) return false;
+    const outcome = await this.expand(pod, mount, "mount");
+    if (!outcome.done) {
+      this.failed(key);
+      await this.events.event(
+        pod,
+        "Warning",
+        "FailedMount",
+        mountExpansionFailedMessage(mount.volume.pvName, outcome.error),
+      );
+      return false;
+    }
+    this.succeeded(key);
+    mount.ready = true;
+    if (!this.recordedSizes.has(unique)) {
+      const size = this.claimOf(this.pvOf(mount))?.status?.capacity?.storage;
+      if (size !== undefined) this.recordedSizes.set(unique, size);
+    }
     return true;
+  }
+
+  private pvOf(mount: Mount): PersistentVolume | undefined {
+    return this.loop.cache.get<PersistentVolume>(persistentVolumes, mount.volume.pvName);
+  }
+
+  /** The watch copy of the claim a PV is bound to (bound back by uid). */
+  private claimOf(pv: PersistentVolume | undefined): PersistentVolumeClaim | undefined {
+    const ref = pv?.spec.claimRef;
+    if (!ref?.name) return undefined;
+    const claim = this.loop.cache.get<PersistentVolumeClaim>(
+      persistentVolumeClaims,
+      ref.name,
+      ref.namespace ?? "default",
+    );
+    return claim && (!ref.uid || claim.metadata.uid === ref.uid) ? claim : undefined;
+  }
+
+  private expansionPlan(
+    phase: "mount" | "online",
+    pv: PersistentVolume,
+    claim: PersistentVolumeClaim,
+    mount: Mount,
+  ): ExpansionPlan {
+    const unique = mount.volume.uniqueName;
+    const view: ExpansionView = {
+      nodeExpands: this.expands,
+      readonly: mount.volume.readonly,
+      pvCapacity: pv.spec.capacity?.storage,
+      claim,
+      hadFinalError: this.expandFinalErrors.has(unique),
+    };
+    return phase === "mount"
+      ? mountTimeExpansion(view)
+      : onlineExpansion({
+          ...view,
+          recordedSize: this.recordedSizes.get(unique),
+          inUseError: this.expandInUseErrors.has(unique),
+        });
+  }
+
+  /**
+   * The node half of an expansion for a published volume, as upstream's
+   * NodeExpander: decided on the watch copy, then again on a live read of the
+   * claim; NodeResizeInProgress (conditional), NodeExpandVolume, then the
+   * claim's new size (conditional). Every step is safe to redo, so a kubelet
+   * stopped between two of them finishes on its next try.
+   */
+  private async expand(pod: Pod, mount: Mount, phase: "mount" | "online"): Promise<ExpansionOutcome> {
+    const done: ExpansionOutcome = { done: true };
+    if (!this.expands) return done;
+    const volume = mount.volume;
+    const unique = volume.uniqueName;
+    const pv = this.pvOf(mount);
+    const cached = this.claimOf(pv);
+    if (!pv || !cached || this.expansionPlan(phase, pv, cached, mount).kind === "none") return done;
+    let claim: PersistentVolumeClaim;
+    try {
+      claim = await this.loop.json.get<PersistentVolumeClaim>(
+        persistentVolumeClaims,
+        cached.metadata.name,
+        cached.metadata.namespace,
+      );
+    } catch (err) {
+      return { done: false, error: `mountVolume.NodeExpandVolume get PVC failed : ${messageOf(err)}` };
+    }
+    const plan = this.expansionPlan(phase, pv, claim, mount);
+    if (plan.kind === "none") return done;
+    if (plan.kind === "read-only") {
+      const message = readOnlyMessage(volume.pvName);
+      await this.events.event(pod, "Warning", "FileSystemResizeFailed", message);
+      await this.events.event(claim, "Warning", "FileSystemResizeFailed", message);
+      // Counted as done, as upstream does, so it is not tried (and warned) again.
+      this.recordedSizes.set(unique, plan.newSize);
+      return done;
+    }
+    const claimPatch = (patch: Record<string, unknown>) =>
+      this.loop.json.patch<PersistentVolumeClaim>(
+        persistentVolumeClaims,
+        claim.metadata.name,
+        claim.metadata.namespace,
+        patch,
+        "strategic",
+        { subresource: "status" },
+      );
+    if (plan.markInProgress) {
+      try {
+        claim = await claimPatch(inProgressPatch(claim));
+      } catch (err) {
+        return {
+          done: false,
+          error: `MountVolume.NodeExpandVolume failed to mark node expansion in progress: ${messageOf(err)}`,
+        };
+      }
+    }
+    let secrets: Record<string, string> | undefined;
+    const secretRef = pv.spec.csi?.nodeExpandSecretRef;
+    if (secretRef?.name) {
+      const read = await readSecretData(this.loop.json, {
+        name: secretRef.name,
+        namespace: secretRef.namespace ?? "default",
+      });
+      if (!read.ok)
+        return { done: false, error: `Expander.NodeExpand failed to get NodeExpandSecretRef: ${read.error}` };
+      secrets = read.value;
+    }
+    try {
+      await this.csi!.nodeExpandVolume({
+        volumeId: volume.volumeHandle,
+        volumePath: mount.targetPath,
+        ...(this.stages
+          ? {
+              stagingTargetPath: stagingPath(
+                this.options.rootDir,
+                volume.driver,
+                volume.volumeHandle,
+                volume.pvName,
+                volume.block,
+              ),
+            }
+          : {}),
+        capacityRange: { requiredBytes: parseQuantityBytes(plan.newSize) },
+        volumeCapability: volume.capability,
+        ...(secrets ? { secrets } : {}),
+      });
+    } catch (err) {
+      const code = grpcCodeOf(err);
+      const failure = expansionFailure(
+        plan,
+        claim,
+        code === undefined ? undefined : grpcCodeName(code),
+        messageOf(err),
+        rfc3339(new Date()),
+      );
+      if (failure.final) this.expandFinalErrors.add(unique);
+      if (failure.patch) {
+        try {
+          await claimPatch(failure.patch);
+        } catch (patchErr) {
+          this.loop.log.warn({ err: patchErr, volume: unique }, "recording a node expansion failure failed");
+        }
+      }
+      if (failure.inUse) {
+        this.expandInUseErrors.add(unique);
+        // The driver expands this volume only while unused: the mount goes on without it.
+        if (phase === "mount") return done;
+      }
+      return { done: false, error: failure.error };
+    }
+    const message = expandedMessage(volume.pvName, this.nodeName);
+    await this.events.event(pod, "Normal", "FileSystemResizeSuccessful", message);
+    await this.events.event(claim, "Normal", "FileSystemResizeSuccessful", message);
+    if (plan.recordOnClaim) {
+      try {
+        await claimPatch(finishedPatch(claim, plan.newSize));
+      } catch (err) {
+        // Not recorded: the next try expands again (NodeExpandVolume is idempotent) and writes again.
+        return {
+          done: false,
+          error: `mountVolume.NodeExpandVolume update pvc status failed: ${messageOf(err)}`,
+        };
+      }
+    }
+    this.expandFinalErrors.delete(unique);
+    this.recordedSizes.set(unique, plan.newSize);
+    this.step({
+      step: "expanded",
+      node: this.nodeName,
+      pod: podKey(pod),
+      volume: unique,
+      size: plan.newSize,
+      online: phase === "online",
+    });
+    return done;
+  }
+
+  /**
+   * Online expansion, as the reconciler's resize check: each ready volume of
+   * a running pod whose PV grew past its recorded size is expanded in the
+   * background, one at a time per volume, so no other pod waits for it.
+   */
+  private startOnlineExpansions(byUid: ReadonlyMap<string, Pod>): void {
+    if (!this.expands) return;
+    for (const [uid, mounts] of this.mounted) {
+      const pod = byUid.get(uid);
+      if (!pod || pod.metadata.deletionTimestamp || isFinished(pod)) continue;
+      for (const mount of mounts.values()) {
+        const unique = mount.volume.uniqueName;
+        if (!mount.ready || this.expanding.has(unique)) continue;
+        const key = `expand:${unique}`;
+        if (this.inBackoff(key)) continue;
+        const pv = this.pvOf(mount);
+        const claim = this.claimOf(pv);
+        if (!pv || !claim || this.expansionPlan("online", pv, claim, mount).kind === "none") continue;
+        const run = this.expandOnline(pod, mount, key).finally(() => this.expanding.delete(unique));
+        this.expanding.set(unique, run);
+      }
+    }
+  }
+
+  private async expandOnline(pod: Pod, mount: Mount, key: string): Promise<void> {
+    try {
+      const outcome = await this.expand(pod, mount, "online");
+      if (outcome.done) {
+        this.succeeded(key);
+        return;
+      }
+      this.failed(key);
+      await this.events.event(
+        pod,
+        "Warning",
+        "VolumeResizeFailed",
+        onlineExpansionFailedMessage(mount.volume.pvName, outcome.error),
+      );
+    } catch (err) {
+      this.failed(key);
+      this.loop.log.warn({ err, volume: mount.volume.uniqueName }, "online expansion failed");
+    }
   }
 
   /** Pending/ContainerCreating until every volume is mounted, then Running and Ready; written on change only. */

@@ -5,6 +5,7 @@
 // annotations are written before the error goes to status, so the event of
 // either write already finds the attachment backing off.
 
+import { retryDelaySeconds as delayAfter, type RetryInterval } from "../kube/retry-interval.ts";
 import { rfc3339 } from "../kube/time.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import {
@@ -25,8 +26,14 @@ function keysOf(op: Operation): { failures: string; retryAfter: string } {
     : { failures: annDetachFailures, retryAfter: annDetachRetryAfter };
 }
 
-export function retryDelaySeconds(failures: number): number {
-  return Math.min(retryIntervalMaxSeconds, retryIntervalStartSeconds * 2 ** Math.max(0, failures - 1));
+/** Upstream's defaults; RETRY_INTERVAL_START_SECONDS / RETRY_INTERVAL_MAX_SECONDS change them. */
+const defaultInterval: RetryInterval = {
+  startSeconds: retryIntervalStartSeconds,
+  maxSeconds: retryIntervalMaxSeconds,
+};
+
+export function retryDelaySeconds(failures: number, interval: RetryInterval = defaultInterval): number {
+  return delayAfter(failures, interval);
 }
 
 /** Consecutive failures of this operation recorded so far. */
@@ -48,10 +55,11 @@ export function withFailure(
   va: VolumeAttachment,
   op: Operation,
   now: Date,
+  interval: RetryInterval = defaultInterval,
 ): { va: VolumeAttachment; delaySeconds: number } {
   const keys = keysOf(op);
   const failures = failuresSoFar(va, op) + 1;
-  const delaySeconds = retryDelaySeconds(failures);
+  const delaySeconds = retryDelaySeconds(failures, interval);
   // Rounded up to the whole second the annotation can hold, so the wait is never shorter.
   const retryAfter = rfc3339(new Date(Math.ceil((now.getTime() + delaySeconds * 1000) / 1000) * 1000));
   const annotations = {

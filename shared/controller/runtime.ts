@@ -9,7 +9,7 @@ import { retryWhileLosingRaces } from "../kube/optimistic-update.ts";
 import type { RetryOptions } from "../retry.ts";
 import type { Executors, Plan, Step } from "./plan.ts";
 import { runPlan } from "./run-plan.ts";
-import { forEachBounded } from "./worker-pool.ts";
+import { forEachBounded, SyncSlots } from "./worker-pool.ts";
 
 /** What one sync of one key did; a controller's `report` shapes it for its answers. */
 export interface SyncResult {
@@ -73,8 +73,13 @@ export interface RuntimeOptions extends RetryOptions {
   maxFollowUps?: number;
   /** How many generations of follow-ups are followed. Default unbounded. */
   followUpDepth?: number;
-  /** Keys a resync syncs at once. Default 4. */
+  /** Keys a resync syncs at once (never more than `workers`). Default 4. */
   resyncConcurrency?: number;
+  /**
+   * Keys this runtime syncs at once, events and resync together (upstream's
+   * --worker-threads / --workers); more wait their turn. Default: no cap.
+   */
+  workers?: number | undefined;
   /** Decisions one sync may chain with `again`. Default 16. */
   maxRounds?: number;
 }
@@ -101,10 +106,12 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
   private readonly spec: ControllerSpec<K, S, P, F, C, R>;
   private readonly options: RuntimeOptions;
   private readonly serializer = new KeyedSerializer();
+  private readonly slots: SyncSlots | undefined;
 
   constructor(spec: ControllerSpec<K, S, P, F, C, R>, options: RuntimeOptions = {}) {
     this.spec = spec;
     this.options = options;
+    this.slots = options.workers === undefined ? undefined : new SyncSlots(options.workers);
   }
 
   async handleEvent(e: ControllerEvent): Promise<R[]> {
@@ -153,8 +160,12 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
     const { waves, counts } = await this.spec.resyncKeys();
     let writes = 0;
     const errors: string[] = [];
+    const pool = Math.min(
+      this.options.resyncConcurrency ?? 4,
+      this.options.workers ?? Number.POSITIVE_INFINITY,
+    );
     for (const wave of waves) {
-      await forEachBounded(wave, this.options.resyncConcurrency ?? 4, async (key) => {
+      await forEachBounded(wave, pool, async (key) => {
         try {
           for (const { result } of await this.syncWithFollowUps(key)) {
             writes += result.writes;
@@ -172,9 +183,9 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
     const id = this.spec.keyId(key);
     const { maxAttempts = 5, baseDelayMs, maxDelayMs, sleep, random } = this.options;
     const retry = definedOnly({ maxAttempts, baseDelayMs, maxDelayMs, sleep, random });
-    return this.serializer.run(id, () =>
-      retryWhileLosingRaces((attempt) => this.syncOnce(key, id, attempt), retry),
-    );
+    const sync = () => retryWhileLosingRaces((attempt) => this.syncOnce(key, id, attempt), retry);
+    // The key's turn first, then a worker slot: a key waiting behind itself holds no slot.
+    return this.serializer.run(id, () => (this.slots ? this.slots.run(sync) : sync()));
   }
 
   private async syncOnce(key: K, id: string, attempt: number): Promise<Synced<F>> {

@@ -29,6 +29,7 @@ import { HttpMethod, type KubeConfig, RequestContext } from "@kubernetes/client-
 import { Agent, type Dispatcher } from "undici";
 import { isRecord } from "../is-record.ts";
 import { apiStatusOf, networkErrorCodeOf, statusCodeOf } from "./api-errors.ts";
+import { type ApiRate, TokenBucket } from "./rate-limiter.ts";
 import { apiVersionOf, type ResourceDescriptor } from "./resources.ts";
 import type { KubeObject } from "./types.ts";
 
@@ -36,6 +37,8 @@ export interface KubeJsonClientOptions {
   /** Per request, connect to last body byte. Past it the request fails as transient. Default 30 s. */
   requestTimeoutMs?: number;
   userAgent?: string;
+  /** Client-side cap on requests (upstream --kube-api-qps / --kube-api-burst); unset: none. */
+  rate?: ApiRate | undefined;
 }
 
 export interface ListOptions {
@@ -183,6 +186,7 @@ export class KubeJsonClient {
   readonly kubeConfig: KubeConfig;
   private readonly timeoutMs: number;
   private readonly userAgent: string;
+  private readonly bucket: TokenBucket | undefined;
   private connection: Connection | undefined;
   private closed = false;
   private base: { server: string; origin: string; pathPrefix: string } | undefined;
@@ -192,6 +196,7 @@ export class KubeJsonClient {
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     if (!(this.timeoutMs > 0)) throw new TypeError("requestTimeoutMs must be a positive number");
     this.userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
+    this.bucket = options.rate ? new TokenBucket(options.rate) : undefined;
   }
 
   async get<T extends KubeObject>(r: ResourceDescriptor, name: string, namespace?: string): Promise<T> {
@@ -341,6 +346,8 @@ export class KubeJsonClient {
     options: { query?: Query | undefined; body?: string; contentType?: string } = {},
   ): Promise<unknown> {
     if (this.closed) throw new Error("KubeJsonClient is closed");
+    // Before the request's own timeout starts: waiting for our turn is not the server being slow.
+    if (this.bucket) await this.bucket.take();
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error("the kubeconfig has no current cluster");
 

@@ -25,6 +25,8 @@ export interface BuildVolumeInput {
   fsType: string;
   volume: Volume;
   secretRefs: Partial<Record<SecretKind, SecretRef>>;
+  /** spec.csi.readOnly, passed to ControllerPublishVolume (--controller-publish-readonly). */
+  readOnly?: boolean;
 }
 
 export type BuildVolumeResult =
@@ -57,6 +59,7 @@ export function buildPersistentVolume(input: BuildVolumeInput): BuildVolumeResul
     // Upstream sets the identity first and copies volume_context over it.
     volumeAttributes: { [provisionerIdentityKey]: input.identity, ...volume.volumeContext },
     ...(!block && input.fsType ? { fsType: input.fsType } : {}),
+    ...(input.readOnly ? { readOnly: true } : {}),
     ...(refs.controllerPublish ? { controllerPublishSecretRef: ref(refs.controllerPublish) } : {}),
     ...(refs.nodeStage ? { nodeStageSecretRef: ref(refs.nodeStage) } : {}),
     ...(refs.nodePublish ? { nodePublishSecretRef: ref(refs.nodePublish) } : {}),

@@ -1,6 +1,8 @@
 // What one round of a claim sync decides on, and the small pieces every
 // claim round shares: the PV that records a created volume, how its create
 // ended, the Warning, and letting go of the intent. Pure.
+import type { VolumeCapability } from "../csi/types.ts";
+import type { RetryInterval } from "../kube/retry-interval.ts";
 import type { PersistentVolume, PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
 import { provisioningFinalizer } from "../kube/well-known.ts";
 import { type BuildVolumeResult, buildPersistentVolume } from "./build-persistent-volume.ts";
@@ -27,6 +29,10 @@ export interface ClaimState {
   driverName: string;
   /** The provisioner identity a PV records. */
   identity: string;
+  /** The backoff after a final failure; upstream's 1 s to 5 min when absent. */
+  retryInterval?: RetryInterval;
+  /** --controller-publish-readonly. */
+  controllerPublishReadOnly?: boolean;
   progress: Progress;
   /** performance.now() when this sync started provisioning (for the duration metric). */
   startedAt?: number;
@@ -70,7 +76,13 @@ export function recordingVolume(
     fsType: s.request.plan.classParameters.fsType,
     volume: s.progress.created,
     secretRefs: s.request.plan.secretRefs,
+    readOnly: s.controllerPublishReadOnly === true && onlyReadOnlyMany(s.request.request.volumeCapabilities),
   });
+}
+
+/** Upstream's rule for --controller-publish-readonly: the request asked for exactly one capability, MULTI_NODE_READER_ONLY. */
+function onlyReadOnlyMany(capabilities: readonly VolumeCapability[]): boolean {
+  return capabilities.length === 1 && capabilities[0]?.accessMode?.mode === "MULTI_NODE_READER_ONLY";
 }
 
 /** How the PV create ended: AlreadyExists counts as saved when that PV records this claim (a retry, another instance). */

@@ -1,5 +1,7 @@
 // The external-provisioner's flags that change what is provisioned, as
 // options of one provisioner function (environment variables in main.ts).
+import { type RetryInterval, upstreamRetryInterval } from "../kube/retry-interval.ts";
+
 export interface ProvisionerOptions {
   /** --volume-name-prefix (default "pvc"). */
   volumeNamePrefix: string;
@@ -15,6 +17,10 @@ export interface ProvisionerOptions {
   immediateTopology: boolean;
   /** storage.kubernetes.io/csiProvisionerIdentity on every PV; stable, since this provisioner has no instance. */
   identity: string;
+  /** --retry-interval-start / --retry-interval-max: the backoff written on a claim whose provisioning failed. */
+  retryInterval: RetryInterval;
+  /** --controller-publish-readonly (default false): a PV for a ReadOnlyMany-only claim gets spec.csi.readOnly. */
+  controllerPublishReadOnly: boolean;
 }
 
 export function defaultProvisionerOptions(driverName: string): ProvisionerOptions {
@@ -26,5 +32,7 @@ export function defaultProvisionerOptions(driverName: string): ProvisionerOption
     strictTopology: false,
     immediateTopology: true,
     identity: `kube-storage-functions-${driverName}`,
+    retryInterval: upstreamRetryInterval,
+    controllerPublishReadOnly: false,
   };
 }

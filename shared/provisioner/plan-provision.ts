@@ -49,7 +49,8 @@ function failFinalSteps(
   const { claim } = s;
   const text = kind === "infeasible" ? message.infeasible : message.failed(storageClass.metadata.name, error);
   const failures = Number(claim.metadata.annotations?.[annProvisioningFailures] ?? "0") + 1;
-  const seconds = nextRetryDelaySeconds(kind === "infeasible" ? Number.MAX_SAFE_INTEGER : failures);
+  const interval = s.retryInterval ?? {};
+  const seconds = nextRetryDelaySeconds(kind === "infeasible" ? Number.MAX_SAFE_INTEGER : failures, interval);
   const retryAfter = rfc3339(new Date(s.now.getTime() + seconds * 1000));
   const annotations = {
     ...claim.metadata.annotations,

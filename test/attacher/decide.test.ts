@@ -729,7 +729,19 @@ describe("status (markAsAttached, saveAttachError, markAsDetached)", () => {
 
 describe("backoff", () => {
   it("1 s doubling to 5 min", () => {
-    assert.deepEqual([1, 2, 3, 4, 9, 10, 50].map(retryDelaySeconds), [1, 2, 4, 8, 256, 300, 300]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 9, 10, 50].map((n) => retryDelaySeconds(n)),
+      [1, 2, 4, 8, 256, 300, 300],
+    );
+  });
+  it("RETRY_INTERVAL_START/MAX_SECONDS change the retry-after written (5 s doubling to 30 s)", () => {
+    const interval = { startSeconds: 5, maxSeconds: 30 };
+    const first = withFailure(va(), "detach", now, interval);
+    assert.equal(first.delaySeconds, 5);
+    assert.equal(first.va.metadata.annotations?.[annDetachRetryAfter], "2026-01-01T00:00:05Z");
+    let v = first.va;
+    for (let i = 0; i < 4; i++) v = withFailure(v, "detach", now, interval).va;
+    assert.equal(v.metadata.annotations?.[annDetachRetryAfter], "2026-01-01T00:00:30Z", "capped at the max");
   });
   it("counts failures per operation and holds the operation until retry-after", () => {
     const first = withFailure(va(), "attach", now);

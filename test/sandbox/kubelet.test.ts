@@ -254,8 +254,19 @@ describe("sandbox kubelet", () => {
   });
 
   it("skips the attach wait for a driver whose CSIDriver says attachRequired: false", async () => {
-    const csiDriver = await kube.get<KubeObject & { spec: Record<string, unknown> }>(csiDrivers, driver);
-    await kube.replace(csiDrivers, { ...csiDriver, spec: { ...csiDriver.spec, attachRequired: false } });
+    // attachRequired is immutable, as upstream's: the CSIDriver is created anew, then restored.
+    type Driver = KubeObject & { spec: Record<string, unknown> };
+    const csiDriver = await kube.get<Driver>(csiDrivers, driver);
+    const recreate = async (attachRequired: boolean): Promise<void> => {
+      await kube.delete(csiDrivers, driver);
+      await kube.create<Driver>(csiDrivers, {
+        apiVersion: csiDriver.apiVersion,
+        kind: csiDriver.kind,
+        metadata: { name: driver, labels: csiDriver.metadata.labels },
+        spec: { ...csiDriver.spec, attachRequired },
+      });
+    };
+    await recreate(false);
     try {
       const { handle } = await boundClaim("data-2");
       // The sandbox driver still wants its ControllerPublish before a node stage.
@@ -275,8 +286,7 @@ describe("sandbox kubelet", () => {
       await eventually("pod gone", async () => ((await getPod("app-2")) === undefined ? true : undefined));
       assert.deepEqual(backing(handle).staged, []);
     } finally {
-      const now = await kube.get<KubeObject & { spec: Record<string, unknown> }>(csiDrivers, driver);
-      await kube.replace(csiDrivers, { ...now, spec: { ...now.spec, attachRequired: true } });
+      await recreate(true);
     }
   });
 

@@ -32,6 +32,8 @@ export interface AttachDetachControllerOptions {
   now?: () => Date;
   maxAttempts?: number;
   resyncConcurrency?: number;
+  /** Keys synced at once, events and resync together (WORKERS); default no cap. */
+  workers?: number | undefined;
   /** maxWaitForUnmountDuration and --disable-force-detach-on-timeout; upstream's defaults when absent. */
   policy?: DetachPolicy;
   /** Defaults to the process registry's. */
@@ -139,6 +141,7 @@ export class AttachDetachController extends ControllerRuntime<
     super(attachDetachSpec(o), {
       maxAttempts: o.maxAttempts ?? 5,
       resyncConcurrency: o.resyncConcurrency ?? 4,
+      workers: o.workers,
       followUpDepth: 1,
       maxFollowUps: Number.POSITIVE_INFINITY,
     });

@@ -11,6 +11,7 @@ import type { CsiClient } from "../../csi/client.ts";
 import type { Controller, ControllerEvent } from "../../http/controller-function.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
+import type { RetryInterval } from "../../kube/retry-interval.ts";
 import type { CSINode, PersistentVolume, VolumeAttachment } from "../../kube/types.ts";
 import { chooseHandler } from "../choose-handler.ts";
 import type { AttachHandler } from "../handler.ts";
@@ -41,6 +42,10 @@ export interface AttacherControllerOptions {
   /** Attempts per sync when writes conflict. Default 5. */
   maxAttempts?: number;
   resyncConcurrency?: number;
+  /** Keys synced at once, events and resync together (WORKERS, upstream --worker-threads); default no cap. */
+  workers?: number | undefined;
+  /** The backoff after a failed attach or detach (upstream --retry-interval-start / -max); default 1 s to 5 min. */
+  retryInterval?: RetryInterval | undefined;
   /** ListVolumes max_entries per page (upstream --max-entries); 0 lets the driver choose. */
   listVolumesPageSize?: number;
 }
@@ -70,6 +75,7 @@ export class AttacherController implements Controller {
       driverName: o.driverName,
       now: o.now ?? (() => new Date()),
       maxAttempts,
+      retryInterval: o.retryInterval,
       handler: () => this.handler(),
       syncVolume: (name) => this.syncVolume(name),
     });
@@ -77,6 +83,7 @@ export class AttacherController implements Controller {
     this.runtime = new ControllerRuntime(spec, {
       maxAttempts,
       resyncConcurrency: this.resyncConcurrency,
+      workers: o.workers,
       maxRounds: 64,
     });
   }

@@ -12,6 +12,7 @@ import { lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { updateObject } from "../../kube/optimistic-update.ts";
 import { volumeAttachments } from "../../kube/resources.ts";
+import type { RetryInterval } from "../../kube/retry-interval.ts";
 import type { VolumeAttachment } from "../../kube/types.ts";
 import { retrying } from "../../retry.ts";
 import type { AttacherKey, AttacherStep, AttachmentState } from "../attacher-steps.ts";
@@ -34,6 +35,8 @@ export interface AttacherExecutorDeps {
   kube: KubeJsonClient;
   csi: CsiClient;
   now: () => Date;
+  /** --retry-interval-start / -max of the backoff written on a failed attachment; default upstream's. */
+  retryInterval?: RetryInterval | undefined;
   /** Attempts of the unpublish that takes back a publish nobody else will undo. */
   maxAttempts: number;
   /** The PV's own sync, once a detach may have freed it. */
@@ -172,7 +175,7 @@ export function attacherExecutors(
       let delaySeconds: number | undefined;
       try {
         await updateObject<VolumeAttachment>(kube, volumeAttachments, { name: step.name }, (current) => {
-          const next = withFailure(current, step.operation, step.now);
+          const next = withFailure(current, step.operation, step.now, d.retryInterval);
           delaySeconds = next.delaySeconds;
           return next.va;
         });

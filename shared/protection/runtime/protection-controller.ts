@@ -35,6 +35,8 @@ export interface ProtectionControllerOptions {
   maxAttempts?: number;
   /** Checks a resync runs at once. Default 4. */
   resyncConcurrency?: number;
+  /** Keys synced at once, events and resync together (WORKERS); default no cap. */
+  workers?: number | undefined;
 }
 
 interface ClaimSyncHints {
@@ -193,6 +195,7 @@ export class ProtectionController extends ControllerRuntime<
     super(protectionSpec(o.kube, o.metrics ?? protectionMetrics()), {
       maxAttempts: o.maxAttempts ?? 5,
       resyncConcurrency: Math.max(1, o.resyncConcurrency ?? 4),
+      workers: o.workers,
     });
   }
 

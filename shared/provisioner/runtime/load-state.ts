@@ -75,6 +75,8 @@ export async function loadClaimState(
       now: deps.now(),
       driverName: deps.driverName,
       identity,
+      retryInterval: options.retryInterval,
+      controllerPublishReadOnly: options.controllerPublishReadOnly,
       progress: {},
     };
   }

@@ -44,6 +44,8 @@ export interface ProvisionerControllerOptions {
   maxAttempts?: number;
   /** Objects synced at once by resync. Default 8. */
   resyncConcurrency?: number;
+  /** Keys synced at once, events and resync together (WORKERS, upstream --worker-threads); default no cap. */
+  workers?: number | undefined;
   /** Watched copies of every Node and CSINode, started on first use (see load-request.ts); none: list them per claim. */
   topology?: () => NodeTopologyCopies;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
@@ -158,6 +160,7 @@ export class ProvisionerController extends ControllerRuntime<
     super(provisionerSpec(o), {
       maxAttempts: o.maxAttempts ?? 5,
       resyncConcurrency: Math.max(1, o.resyncConcurrency ?? 8),
+      workers: o.workers,
     });
     this.driverName = o.driverName;
   }
