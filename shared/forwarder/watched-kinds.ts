@@ -5,6 +5,7 @@
 import {
   csiDrivers,
   csiNodes,
+  csiStorageCapacities,
   nodes,
   persistentVolumeClaims,
   persistentVolumes,
@@ -12,6 +13,7 @@ import {
   type ResourceDescriptor,
   storageClasses,
   volumeAttachments,
+  volumeAttributesClasses,
 } from "../kube/resources.ts";
 
 /** By kind name, the way FORWARDER_ROUTES spells them. */
@@ -25,5 +27,7 @@ export const WATCHABLE_KINDS: ReadonlyMap<string, ResourceDescriptor> = new Map(
     storageClasses,
     csiDrivers,
     csiNodes,
+    csiStorageCapacities,
+    volumeAttributesClasses,
   ].map((r) => [r.kind, r]),
 );

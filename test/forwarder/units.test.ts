@@ -54,7 +54,7 @@ describe("routes", () => {
       ],
     );
     assert.deepEqual(parseRoutes("https://f.example=*")[0]?.kinds, [...WATCHABLE_KINDS.keys()]);
-    assert.equal(WATCHABLE_KINDS.size, 8);
+    assert.equal(WATCHABLE_KINDS.size, 10);
   });
 
   test("refuses what it cannot use, saying why", () => {
