@@ -13,8 +13,8 @@
 // from a start time kept in memory, so any instance can observe them.
 import type { Counter, Gauge, Histogram } from "prom-client";
 import type { Executor, Executors, Plan } from "../../controller/index.ts";
-import { claimHasClass } from "../../kube/claim-class.ts";
-import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
+import { claimClass, claimHasClass } from "../../kube/claim-class.ts";
+import type { PersistentVolume, PersistentVolumeClaim, StorageClass } from "../../kube/types.ts";
 import { annStorageProvisioner } from "../../kube/well-known.ts";
 import { counter, gauge, histogram, processMetrics, type Registry } from "../../metrics.ts";
 import { claimPhase, reason, volumePhase } from "../constants.ts";
@@ -205,12 +205,18 @@ export type StepMeaning =
 
 /** The state a binder decision was made on, as far as the metrics care. */
 export type DecidedOn =
-  | { kind: "claim"; claim: PersistentVolumeClaim; volumes: readonly PersistentVolume[] }
+  | {
+      kind: "claim";
+      claim: PersistentVolumeClaim;
+      volumes: readonly PersistentVolume[];
+      classes: readonly StorageClass[];
+    }
   | { kind: "volume"; volume: PersistentVolume };
 
-/** The class's provisioner as the binder wrote it on the claim; N/A when none. */
-function claimProvisioner(claim: PersistentVolumeClaim): string {
-  return claim.metadata.annotations?.[annStorageProvisioner] || pluginNameNotAvailable;
+/** Upstream's plugin_name of a provision: the class's provisioner, else the one the claim was handed to. */
+function claimProvisioner(claim: PersistentVolumeClaim, classes: readonly StorageClass[]): string {
+  const cls = classes.find((c) => c.metadata.name === claimClass(claim));
+  return cls?.provisioner || claim.metadata.annotations?.[annStorageProvisioner] || pluginNameNotAvailable;
 }
 
 function volumeNamed(plan: readonly PlanStep[], seen: readonly PersistentVolume[], name: string) {
@@ -246,7 +252,7 @@ export function meaningOfSteps(on: DecidedOn, steps: readonly PlanStep[]): Map<P
     ) {
       const volume = volumeNamed(steps, on.volumes, step.claim.spec.volumeName ?? "");
       if (volume && isProvisionedForClaim(volume, before)) {
-        const plugin = claimProvisioner(step.claim);
+        const plugin = claimProvisioner(step.claim, on.classes);
         out.set(step, { kind: "provisioned-bound", plugin, startedAt: before.metadata.creationTimestamp });
       }
     }
