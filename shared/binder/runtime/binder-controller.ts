@@ -41,6 +41,8 @@ export interface BinderControllerOptions {
   maxFollowUps?: number;
   /** Objects synced at once by resync. Default 8. */
   resyncConcurrency?: number;
+  /** Keys synced at once, events and resync together (WORKERS); default no cap. */
+  workers?: number | undefined;
   /** A watched copy of the volumes that spares most claim syncs a list of every PV (load-views.ts). */
   volumeCache?: VolumeCache;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
@@ -231,6 +233,7 @@ export class BinderController extends ControllerRuntime<
       maxAttempts: options.maxAttempts ?? 5,
       maxFollowUps: options.maxFollowUps ?? 4,
       resyncConcurrency: options.resyncConcurrency ?? 8,
+      workers: options.workers,
     });
     this.kube = options.kube;
     this.now = options.now ?? (() => new Date());
