@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import type { FaultSettings } from "../../sandbox/apiserver/faults.ts";
+import type { CapacityReport } from "../../sandbox/csi/capacity.ts";
 import type { BackingSnapshot, BackingVolume, DriverStats } from "../../sandbox/csi/driver.ts";
 import type { CsiFaultSettings } from "../../sandbox/csi/faults.ts";
 import { type SandboxOptions, startSandbox } from "../../sandbox/start.ts";
@@ -32,6 +33,14 @@ export interface CsiAdmin {
   /** Calls per CSI method and injected errors. */
   stats(): Promise<DriverStats>;
   resetStats(): Promise<void>;
+  /** The driver-wide pool and each topology segment's (size, used, available). */
+  capacity(): Promise<CapacityReport>;
+  /**
+   * Sets a segment's pool (segment: the topology key's value, the node name),
+   * or the default pool of every segment without one of its own; null puts
+   * the segment back on the default.
+   */
+  setCapacity(totalBytes: number | null, segment?: string): Promise<CapacityReport>;
 }
 
 export interface TestSandbox {
@@ -80,6 +89,12 @@ export function csiAdmin(url: string): CsiAdmin {
     setReady: async (ready) => void (await call(`${url}/probe`, "PUT", { ready })),
     stats: async () => (await call(`${url}/stats`, "GET")) as DriverStats,
     resetStats: async () => void (await call(`${url}/stats`, "DELETE")),
+    capacity: async () => (await call(`${url}/capacity`, "GET")) as CapacityReport,
+    setCapacity: async (totalBytes, segment) =>
+      (await call(`${url}/capacity`, "PUT", {
+        totalBytes,
+        ...(segment === undefined ? {} : { segment }),
+      })) as CapacityReport,
   };
 }
 
