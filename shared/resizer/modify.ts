@@ -40,7 +40,7 @@ function hadFinalError(claim: PersistentVolumeClaim): boolean {
 }
 
 function codeByName(name: string | undefined): number | undefined {
-  const n = grpcCodeNames.findIndex((c) => c === name);
+  const n = (grpcCodeNames as readonly string[]).indexOf(name ?? "");
   return n < 0 ? undefined : n;
 }
 
