@@ -42,6 +42,12 @@ export interface SandboxOptions {
   podGc?: boolean;
   /** Every step a kubelet takes (volumesInUse, stage, publish, pod Running, ...). */
   onKubeletStep?: (step: KubeletStep) => void;
+  /**
+   * The CSIDriver asks the scheduler to check storage capacity
+   * (spec.storageCapacity: true); default false. Only where capacity
+   * tracking runs, or WaitForFirstConsumer pods wait for objects nobody makes.
+   */
+  storageCapacity?: boolean;
 }
 
 export interface Sandbox {
@@ -75,7 +81,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     await apiServer.close();
     throw err;
   }
-  apiServer.setBaseline(clusterObjects(csi.driver.config, nodeNames));
+  apiServer.setBaseline(
+    clusterObjects(csi.driver.config, nodeNames, { storageCapacity: options.storageCapacity ?? false }),
+  );
 
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kubeconfigPath);
@@ -135,6 +143,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
 export function clusterObjects(
   config: { name: string; nodeId: string; topologyKey: string },
   nodeNames: readonly string[] = [config.nodeId],
+  driver: { storageCapacity?: boolean } = {},
 ): object[] {
   const nodeObjects = nodeNames.flatMap((node, i) => [
     {
@@ -182,7 +191,12 @@ export function clusterObjects(
       apiVersion: "storage.k8s.io/v1",
       kind: "CSIDriver",
       metadata: { name: config.name },
-      spec: { attachRequired: true, podInfoOnMount: false, volumeLifecycleModes: ["Persistent"] },
+      spec: {
+        attachRequired: true,
+        podInfoOnMount: false,
+        volumeLifecycleModes: ["Persistent"],
+        storageCapacity: driver.storageCapacity ?? false,
+      },
     },
   ];
 }

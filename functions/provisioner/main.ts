@@ -5,6 +5,8 @@
 // PROVISIONER_IDENTITY, PROVISIONER_TOPOLOGY_CACHE, STORAGE_CLASS_CACHE,
 // CONTROLLER_PUBLISH_READONLY, WORKERS, RETRY_INTERVAL_START_SECONDS,
 // RETRY_INTERVAL_MAX_SECONDS, KUBE_API_QPS, KUBE_API_BURST, PORT, LOG_LEVEL.
+
+import { CapacityController } from "../../shared/capacity/runtime/capacity-controller.ts";
 import {
   booleanFromEnv,
   controllerKnobsFromEnv,
@@ -12,6 +14,7 @@ import {
   retryIntervalFromEnv,
 } from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
+import { combineControllers } from "../../shared/http/combined-controller.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -48,6 +51,25 @@ export function provisionerOptionsFromEnv(
       defaults.controllerPublishReadOnly,
     ),
   };
+}
+
+/**
+ * Capacity tracking (upstream --enable-capacity, off by default): ENABLE_CAPACITY,
+ * NAMESPACE (where the CSIStorageCapacity objects live, required with it, as
+ * upstream) and CAPACITY_FOR_IMMEDIATE_BINDING. A driver without GET_CAPACITY
+ * cannot be tracked: refuse to start rather than publish nothing.
+ */
+export function capacityFromEnv(
+  env: NodeJS.ProcessEnv,
+  driverHasGetCapacity: boolean,
+): { namespace: string; forImmediateBinding: boolean } | undefined {
+  if (!booleanFromEnv(env, "ENABLE_CAPACITY", false)) return undefined;
+  const namespace = env.NAMESPACE?.trim();
+  if (!namespace)
+    throw new Error("ENABLE_CAPACITY=true needs NAMESPACE (where CSIStorageCapacity objects go)");
+  if (!driverHasGetCapacity)
+    throw new Error("ENABLE_CAPACITY=true, but the CSI driver does not support GET_CAPACITY");
+  return { namespace, forImmediateBinding: booleanFromEnv(env, "CAPACITY_FOR_IMMEDIATE_BINDING", false) };
 }
 
 /** The provisioner from the environment, not yet serving (lambda.ts serves its app too). */
@@ -88,7 +110,16 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     ...(topology ? { topology: topology.get } : {}),
     ...(classCopy ? { storageClasses: classCopy.get } : {}),
   });
-  const app = createProvisionerApp({ controller, csi, logger });
+  const capacity = capacityFromEnv(env, capabilities.getCapacity);
+  const app = createProvisionerApp({
+    controller: capacity
+      ? combineControllers(controller, {
+          capacity: new CapacityController({ kube, csi, driverName, ...capacity }),
+        })
+      : controller,
+    csi,
+    logger,
+  });
   return {
     name: "provisioner",
     app,
