@@ -1,7 +1,8 @@
 // The PersistentVolume that records a volume the driver created, built the
 // way the external-provisioner builds it: name = volume name, spec.csi from
 // the response, policy and mount options from the class, node affinity from
-// the accessible topology, pre-bound to the claim with its uid.
+// the accessible topology, pre-bound to the claim with its uid, and the
+// VolumeAttributesClass whose parameters the volume was created with.
 import type { Volume } from "../csi/types.ts";
 import { formatBytes, parseQuantityBytes } from "../kube/quantity.ts";
 import type {
@@ -10,7 +11,12 @@ import type {
   SecretReference,
   StorageClass,
 } from "../kube/types.ts";
-import { annDynamicallyProvisioned, pvDeletionProtectionFinalizer } from "../kube/well-known.ts";
+import {
+  annControllerModifySecretName,
+  annControllerModifySecretNamespace,
+  annDynamicallyProvisioned,
+  pvDeletionProtectionFinalizer,
+} from "../kube/well-known.ts";
 import type { SecretKind } from "./class-parameters.ts";
 import { annDeletionSecretName, annDeletionSecretNamespace, provisionerIdentityKey } from "./constants.ts";
 import type { SecretRef } from "./secret-templates.ts";
@@ -25,6 +31,8 @@ export interface BuildVolumeInput {
   fsType: string;
   volume: Volume;
   secretRefs: Partial<Record<SecretKind, SecretRef>>;
+  /** The VolumeAttributesClass whose parameters CreateVolume carried; "" or undefined: none. */
+  volumeAttributesClassName?: string | undefined;
   /** spec.csi.readOnly, passed to ControllerPublishVolume (--controller-publish-readonly). */
   readOnly?: boolean;
 }
@@ -73,6 +81,11 @@ export function buildPersistentVolume(input: BuildVolumeInput): BuildVolumeResul
     [annDeletionSecretName]: refs.provisioner?.name ?? "",
     [annDeletionSecretNamespace]: refs.provisioner?.namespace ?? "",
   };
+  // The resizer's ControllerModifyVolume secret; written only when the class names one.
+  if (refs.controllerModify) {
+    annotations[annControllerModifySecretName] = refs.controllerModify.name;
+    annotations[annControllerModifySecretNamespace] = refs.controllerModify.namespace;
+  }
   const nodeAffinity = nodeAffinityFromTopology(volume.accessibleTopology);
   const pv: PersistentVolume = {
     apiVersion: "v1",
@@ -100,6 +113,9 @@ export function buildPersistentVolume(input: BuildVolumeInput): BuildVolumeResul
       csi,
       ...(storageClass.mountOptions?.length ? { mountOptions: [...storageClass.mountOptions] } : {}),
       ...(nodeAffinity ? { nodeAffinity } : {}),
+      ...(input.volumeAttributesClassName
+        ? { volumeAttributesClassName: input.volumeAttributesClassName }
+        : {}),
     },
   };
   return { ok: true, value: pv };

@@ -76,6 +76,7 @@ export function recordingVolume(
     fsType: s.request.plan.classParameters.fsType,
     volume: s.progress.created,
     secretRefs: s.request.plan.secretRefs,
+    volumeAttributesClassName: s.request.volumeAttributesClassName,
     readOnly: s.controllerPublishReadOnly === true && onlyReadOnlyMany(s.request.request.volumeCapabilities),
   });
 }

@@ -13,6 +13,7 @@ import {
 } from "./class-parameters.ts";
 import type { ProvisionerOptions } from "./options.ts";
 import { resolveSecretReferences, type SecretRef } from "./secret-templates.ts";
+import type { ClassAttributes } from "./volume-attributes-class.ts";
 import { volumeCapabilitiesForClaim } from "./volume-capabilities.ts";
 
 interface ProvisioningPlan {
@@ -22,7 +23,14 @@ interface ProvisioningPlan {
 
 /** What the runtime made of a claim's CreateVolume request, decided on by the claim plan. */
 export type RequestOutcome =
-  | { kind: "ready"; request: CreateVolumeRequest; plan: ProvisioningPlan; selectedNode: string | undefined }
+  | {
+      kind: "ready";
+      request: CreateVolumeRequest;
+      plan: ProvisioningPlan;
+      selectedNode: string | undefined;
+      /** The VolumeAttributesClass whose parameters the request carries; the PV records it. */
+      volumeAttributesClassName?: string;
+    }
   /** Cannot build the request: a final error (reported, retried with backoff). */
   | { kind: "error"; error: string }
   /** The selected node is gone: the scheduler must choose again. */
@@ -63,6 +71,8 @@ interface RequestInput {
   secrets: Record<string, string> | undefined;
   accessibility: TopologyRequirement | undefined;
   contentSource: VolumeContentSource | undefined;
+  /** The claim's VolumeAttributesClass, judged; undefined when the claim names none. */
+  volumeAttributes?: ClassAttributes | undefined;
 }
 
 export function buildCreateVolumeRequest(input: RequestInput): Result<CreateVolumeRequest> {
@@ -91,6 +101,9 @@ export function buildCreateVolumeRequest(input: RequestInput): Result<CreateVolu
       ...(input.secrets ? { secrets: input.secrets } : {}),
       ...(input.contentSource ? { volumeContentSource: input.contentSource } : {}),
       ...(input.accessibility ? { accessibilityRequirements: input.accessibility } : {}),
+      ...(input.volumeAttributes
+        ? { mutableParameters: { ...input.volumeAttributes.mutableParameters } }
+        : {}),
     },
   };
 }

@@ -13,6 +13,7 @@ import {
   nodes,
   persistentVolumeClaims,
   persistentVolumes,
+  volumeAttributesClasses,
   volumeSnapshotContents,
   volumeSnapshots,
 } from "../../kube/resources.ts";
@@ -23,6 +24,7 @@ import type {
   PersistentVolume,
   PersistentVolumeClaim,
   StorageClass,
+  VolumeAttributesClass,
   VolumeSnapshot,
   VolumeSnapshotContent,
 } from "../../kube/types.ts";
@@ -32,6 +34,12 @@ import { buildCreateVolumeRequest, planProvisioning, type RequestOutcome } from 
 import { cloneContentSource, planDataSource, snapshotContentSource } from "../data-source.ts";
 import type { ProvisionerOptions } from "../options.ts";
 import { accessibilityRequirements } from "../topology.ts";
+import {
+  type ClassAttributes,
+  claimVolumeAttributesClassName,
+  classAttributes,
+  modifyVolumeCapabilityError,
+} from "../volume-attributes-class.ts";
 
 /**
  * Watched copies of every Node and CSINode, the way upstream reads them from
@@ -151,6 +159,8 @@ export async function loadCreateVolumeRequest(
   },
 ): Promise<RequestOutcome> {
   const { claim, storageClass, pvName, driverName, options, capabilities } = input;
+  const unsupported = modifyVolumeCapabilityError(claim, capabilities.modifyVolume);
+  if (unsupported) return { kind: "error", error: unsupported };
   const plan = planProvisioning(claim, storageClass, pvName, options);
   if (!plan.ok) return { kind: "error", error: plan.error };
   const secretRef = plan.value.secretRefs.provisioner;
@@ -170,6 +180,15 @@ export async function loadCreateVolumeRequest(
         : { kind: "error", error: topo.error };
     accessibility = topo.value;
   }
+  // Read last, as upstream does: every other reason to fail is reported first.
+  const vacName = claimVolumeAttributesClassName(claim);
+  let volumeAttributes: ClassAttributes | undefined;
+  if (vacName !== "") {
+    const vac = await getOptional(() => kube.get<VolumeAttributesClass>(volumeAttributesClasses, vacName));
+    const judged = classAttributes(vacName, vac, driverName);
+    if (!judged.ok) return { kind: "error", error: judged.error };
+    volumeAttributes = judged.value;
+  }
   const request = buildCreateVolumeRequest({
     claim,
     storageClass,
@@ -180,6 +199,7 @@ export async function loadCreateVolumeRequest(
     secrets: secretData?.value,
     accessibility,
     contentSource: content.value,
+    volumeAttributes,
   });
   if (!request.ok) return { kind: "error", error: request.error };
   return {
@@ -187,5 +207,6 @@ export async function loadCreateVolumeRequest(
     request: request.value,
     plan: plan.value,
     selectedNode: claim.metadata.annotations?.[annSelectedNode],
+    ...(volumeAttributes ? { volumeAttributesClassName: volumeAttributes.name } : {}),
   };
 }
