@@ -3,8 +3,9 @@
 // DRIVER_NAME, CSI_TIMEOUT_SECONDS (upstream --timeout, default 10),
 // EXTRA_MODIFY_METADATA (--extra-modify-metadata, default false),
 // HANDLE_VOLUME_INUSE_ERROR (--handle-volume-inuse-error, default true),
-// PORT, LOG_LEVEL.
-import { booleanFromEnv } from "../../shared/config.ts";
+// WORKERS (--workers, default 10), RETRY_INTERVAL_START_SECONDS /
+// RETRY_INTERVAL_MAX_SECONDS, KUBE_API_QPS / KUBE_API_BURST, PORT, LOG_LEVEL.
+import { booleanFromEnv, controllerKnobsFromEnv } from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -19,6 +20,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   const logger = createLogger({ name: "resizer" });
   // Read before connecting, so a bad setting fails without a CSI channel to close.
   const kubeConfig = loadKubeConfig(env);
+  const knobs = controllerKnobsFromEnv(env, { workers: 10 });
   const extraModifyMetadata = booleanFromEnv(env, "EXTRA_MODIFY_METADATA", false);
   const handleVolumeInUseError = booleanFromEnv(env, "HANDLE_VOLUME_INUSE_ERROR", true);
   // Upstream exits without a controller service: there is nothing to expand or modify then.
@@ -32,7 +34,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     const abilities = await readAbilities(csi);
     if (!abilities.controllerExpand && !abilities.nodeExpand && !abilities.modify)
       throw new Error(`driver ${driverName} supports neither volume expansion nor MODIFY_VOLUME`);
-    const kube = new KubeJsonClient(kubeConfig);
+    const kube = new KubeJsonClient(kubeConfig, { rate: knobs.kubeApiRate });
     const controller = new ResizerController({
       kube,
       csi,
@@ -40,6 +42,8 @@ export async function build(env = process.env): Promise<BuiltFunction> {
       abilities,
       extraModifyMetadata,
       handleVolumeInUseError,
+      retryInterval: knobs.retryInterval,
+      workers: knobs.workers,
     });
     logger.info({ driver: driverName, ...abilities }, "resizer started");
     const app = createResizerApp({ controller, csi, logger });

@@ -2,6 +2,7 @@
 // modify conditions (upstream MergeResizeConditionsOfPVC / MergePVCConditions)
 // and the retry backoff kept in annotations. Pure.
 import { compareQuantities, isValidQuantity } from "../kube/quantity.ts";
+import { type RetryInterval, retryDelaySeconds } from "../kube/retry-interval.ts";
 import { rfc3339 } from "../kube/time.ts";
 import type { PersistentVolumeClaim, PersistentVolumeClaimCondition } from "../kube/types.ts";
 import {
@@ -14,8 +15,6 @@ import {
   annModifyTarget,
   code as grpc,
   resizeConditions,
-  retryIntervalMaxSeconds,
-  retryIntervalStartSeconds,
 } from "./constants.ts";
 
 export type Condition = PersistentVolumeClaimCondition;
@@ -111,22 +110,19 @@ export function backoffOf(claim: PersistentVolumeClaim, op: Operation, now: Date
   };
 }
 
-export function retryDelaySeconds(failures: number): number {
-  return Math.min(retryIntervalMaxSeconds, retryIntervalStartSeconds * 2 ** Math.max(0, failures - 1));
-}
-
 /** The annotations recording one more failure of `target`; `slow` waits the longest interval (infeasible). */
 export function failureAnnotations(
   claim: PersistentVolumeClaim,
   op: Operation,
   target: string,
   now: Date,
+  interval: RetryInterval,
   options: { slow?: boolean; inUse?: boolean } = {},
 ): { annotations: Record<string, string | null>; delaySeconds: number } {
   const previous = backoffOf(claim, op, now);
   // A new target starts the backoff over, as upstream's queue forgets a key on a spec change.
   const failures = (previous.target === target ? previous.failures : 0) + 1;
-  const delaySeconds = options.slow ? retryIntervalMaxSeconds : retryDelaySeconds(failures);
+  const delaySeconds = options.slow ? interval.maxSeconds : retryDelaySeconds(failures, interval);
   // Rounded up to the whole second the annotation holds, so the wait is never shorter.
   const retryAfter = rfc3339(new Date(Math.ceil((now.getTime() + delaySeconds * 1000) / 1000) * 1000));
   const annotations: Record<string, string | null> = {

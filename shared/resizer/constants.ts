@@ -56,9 +56,6 @@ export const annModifyTarget = "resizer.kube-storage-functions.io/modify-target"
 
 /** --timeout default of the external-resizer. */
 export const defaultTimeoutSeconds = 10;
-/** --retry-interval-start and --retry-interval-max. */
-export const retryIntervalStartSeconds = 1;
-export const retryIntervalMaxSeconds = 300;
 
 /** Mutable-parameter keys added with --extra-modify-metadata. */
 export const extraModifyMetadataKeys = {

@@ -139,7 +139,14 @@ export function planExpansion(s: ExpandState): ResizerPlan {
 
   if (s.inUseBy !== undefined) {
     const message = `Unable to expand ${claimId(claim)} because CSI driver ${s.driverName} only supports offline expansion and volume is currently in-use`;
-    const { annotations, delaySeconds } = failureAnnotations(claim, "expand", target, s.now, { inUse: true });
+    const { annotations, delaySeconds } = failureAnnotations(
+      claim,
+      "expand",
+      target,
+      s.now,
+      s.retryInterval,
+      { inUse: true },
+    );
     return {
       steps: [
         annotationsStep(claim, annotations),
@@ -296,7 +303,7 @@ function fail(s: ExpandState, pv: PersistentVolume, target: string, failure: Csi
     if (infeasible) status.allocatedResourceStatuses = { storage: "ControllerResizeInfeasible" };
     steps.push(statusStep(claim, status, false));
   }
-  const { annotations, delaySeconds } = failureAnnotations(claim, "expand", target, s.now, {
+  const { annotations, delaySeconds } = failureAnnotations(claim, "expand", target, s.now, s.retryInterval, {
     slow: infeasible,
     inUse: failure.code === grpc.failedPrecondition,
   });

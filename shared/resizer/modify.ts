@@ -211,7 +211,7 @@ function finish(s: ModifyState, pv: PersistentVolume, target: string): ResizerPl
 function fail(s: ModifyState, target: string, failure: CsiFailure): ResizerPlan {
   const { claim } = s;
   const final = isFinalCode(failure.code);
-  const { annotations, delaySeconds } = failureAnnotations(claim, "modify", target, s.now, {
+  const { annotations, delaySeconds } = failureAnnotations(claim, "modify", target, s.now, s.retryInterval, {
     slow: failure.code === grpc.invalidArgument,
   });
   const steps: ResizerStep[] = [];

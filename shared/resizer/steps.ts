@@ -6,6 +6,7 @@
 // whose status says what to do next.
 import type { ControllerExpandVolumeRequest } from "../csi/types.ts";
 import type { EventType } from "../kube/event-recorder.ts";
+import type { RetryInterval } from "../kube/retry-interval.ts";
 import type {
   PersistentVolume,
   PersistentVolumeClaim,
@@ -50,6 +51,8 @@ export interface ExpandState {
   driverName: string;
   abilities: DriverAbilities;
   now: Date;
+  /** RETRY_INTERVAL_START_SECONDS / RETRY_INTERVAL_MAX_SECONDS: the per-claim backoff. */
+  retryInterval: RetryInterval;
   claim: PersistentVolumeClaim;
   pv: PersistentVolume | undefined;
   /** A pod (not Succeeded/Failed) using the claim; looked up only after the driver said FailedPrecondition. */
@@ -61,6 +64,7 @@ export interface ModifyState {
   kind: "modify";
   driverName: string;
   now: Date;
+  retryInterval: RetryInterval;
   claim: PersistentVolumeClaim;
   pv: PersistentVolume | undefined;
   /** The classes the claim names (spec and status target); a missing one is absent. */

@@ -4,6 +4,7 @@
 // modify_volume_test.go cases.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { upstreamRetryInterval } from "../../shared/kube/retry-interval.ts";
 import type {
   PersistentVolume,
   PersistentVolumeClaim,
@@ -109,6 +110,7 @@ function expand(
     driverName,
     abilities: extra.abilities ?? full,
     now,
+    retryInterval: upstreamRetryInterval,
     claim: c,
     pv,
     ...(extra.inUseBy ? { inUseBy: extra.inUseBy } : {}),
@@ -741,6 +743,7 @@ function modify(
     kind: "modify",
     driverName,
     now,
+    retryInterval: upstreamRetryInterval,
     claim: c,
     pv: o.pv ?? volume("1Gi", { vac: "silver" }),
     classes,

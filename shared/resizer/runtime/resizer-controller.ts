@@ -22,6 +22,7 @@ import {
   pods,
   volumeAttributesClasses,
 } from "../../kube/resources.ts";
+import { type RetryInterval, upstreamRetryInterval } from "../../kube/retry-interval.ts";
 import { readSecretData } from "../../kube/secrets.ts";
 import type {
   PersistentVolume,
@@ -62,9 +63,15 @@ export interface ResizerControllerOptions {
   extraModifyMetadata?: boolean;
   /** --handle-volume-inuse-error. Default true. */
   handleVolumeInUseError?: boolean;
+  /** RETRY_INTERVAL_START_SECONDS / RETRY_INTERVAL_MAX_SECONDS; upstream's 1 s and 5 min by default. */
+  retryInterval?: RetryInterval;
   now?: () => Date;
   maxAttempts?: number;
   resyncConcurrency?: number;
+  /** WORKERS (--workers): claims synced at once; undefined: no cap. */
+  workers?: number | undefined;
+  /** Rounds one sync may chain (a test stops a protocol midway with a small one). Default 16. */
+  maxRounds?: number;
 }
 
 /** The driver's abilities: controller capabilities (cached by the client) and the node's EXPAND_VOLUME. */
@@ -103,6 +110,7 @@ function resizerSpec(o: ResizerControllerOptions): ResizerSpec {
   const modifies = abilities.modify;
   const extraModifyMetadata = o.extraModifyMetadata ?? false;
   const handleInUse = o.handleVolumeInUseError ?? true;
+  const retryInterval = o.retryInterval ?? upstreamRetryInterval;
   const answer = (object: string, outcome: string) => ({ reports: [{ object, outcome, writes: 0 }] });
 
   function claimKeys(namespace: string, name: string): ResizerKey[] {
@@ -273,7 +281,7 @@ function resizerSpec(o: ResizerControllerOptions): ResizerSpec {
         ? await getOptional(() => kube.get<PersistentVolume>(persistentVolumes, volumeName))
         : undefined;
       const carry = round > 1 ? carried.at(-1) : undefined;
-      const base = { driverName, now: now(), claim, pv, ...(carry ? { carried: carry } : {}) };
+      const base = { driverName, now: now(), retryInterval, claim, pv, ...(carry ? { carried: carry } : {}) };
       if (key.kind === "expand") {
         // Only after the driver said FailedPrecondition does upstream look at the claim's pods.
         const inUseBy =
@@ -314,6 +322,8 @@ export class ResizerController extends ControllerRuntime<
     super(resizerSpec(o), {
       maxAttempts: o.maxAttempts ?? 5,
       resyncConcurrency: Math.max(1, o.resyncConcurrency ?? 4),
+      workers: o.workers,
+      ...(o.maxRounds !== undefined ? { maxRounds: o.maxRounds } : {}),
     });
     this.driverName = o.driverName;
     this.abilities = o.abilities;
