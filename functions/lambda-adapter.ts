@@ -4,10 +4,15 @@
 // one HTTP request to the app and its answer is the Lambda result.
 //
 // Two things exist only on Lambda, and are handled here:
-//  - Credentials: a Lambda has no kubeconfig file and no service account, so
-//    KUBECONFIG_DATA (the kubeconfig's YAML, or its base64) is written to a
-//    private file under /tmp and KUBECONFIG pointed at it before the app is
-//    built. A KUBECONFIG that is already set wins (e.g. a file in a layer).
+//  - Credentials: a Lambda has no kubeconfig file and no service account.
+//    At cold start the bearer token and the kubeconfig are read from SSM
+//    Parameter Store or Secrets Manager (lambda-credentials.ts) into
+//    AUTH_TOKEN and KUBECONFIG_DATA; KUBECONFIG_DATA (the kubeconfig's YAML,
+//    or its base64) is written to a private file under /tmp and KUBECONFIG
+//    pointed at it before the app is built. A KUBECONFIG that is already set
+//    wins over a KUBECONFIG_DATA from the environment (e.g. a file in a
+//    layer), not over one read from a store. Fail closed: until both can be
+//    read every invocation is a 503 naming what is missing, and nothing runs.
 //  - Periodic resync: an EventBridge schedule (serverless.yml `schedule`)
 //    invokes the function directly, not through its URL, so the adapter turns
 //    that invocation into `POST /resync`. Lambda has already authorized the
@@ -22,6 +27,7 @@ import { staticTokenFromEnv } from "../shared/http/auth.ts";
 import { classifyError, RetryLaterError } from "../shared/http/errors.ts";
 import { createLogger } from "../shared/log.ts";
 import type { BuiltFunction } from "./built-function.ts";
+import { LambdaCredentialsError, loadLambdaCredentials } from "./lambda-credentials.ts";
 
 /** The fields of an API Gateway v2 / function URL event the adapter reads or makes. */
 export interface FunctionUrlEvent {
@@ -94,9 +100,9 @@ function resyncRequest(scheduled: { id?: string }, env: NodeJS.ProcessEnv): Func
  * KUBECONFIG is set already. Base64 is accepted because Lambda console and
  * CI secret stores mangle multi-line values.
  */
-function materializeKubeconfig(env: NodeJS.ProcessEnv): void {
+function materializeKubeconfig(env: NodeJS.ProcessEnv, fromStore: boolean): void {
   const data = env.KUBECONFIG_DATA?.trim();
-  if (!data || env.KUBECONFIG?.trim()) return;
+  if (!data || (env.KUBECONFIG?.trim() && !fromStore)) return;
   const yaml = /^[A-Za-z0-9+/=\s]+$/.test(data) ? Buffer.from(data, "base64").toString("utf8") : data;
   const dir = mkdtempSync(join(tmpdir(), "kubeconfig-"));
   const file = join(dir, "config");
@@ -107,7 +113,11 @@ function materializeKubeconfig(env: NodeJS.ProcessEnv): void {
 function unavailable(name: string, err: unknown): FunctionUrlResult {
   createLogger({ name }).error({ err }, "function failed to start; answering 503 until a build succeeds");
   // The app's own answer to a RetryLaterError; senders (and the forwarder) retry a 503 after Retry-After.
-  const answer = classifyError(new RetryLaterError(`${name} is starting or misconfigured; retry later`, 5));
+  // A credentials failure says which, in words that name settings and stores only (the URL is public).
+  const why = err instanceof LambdaCredentialsError ? `: ${err.publicMessage}` : "";
+  const answer = classifyError(
+    new RetryLaterError(`${name} is starting or misconfigured${why}; retry later`, 5),
+  );
   return {
     statusCode: answer.status,
     headers: {
@@ -128,7 +138,8 @@ export function lambdaHandler(name: string, build: () => Promise<BuiltFunction>)
   return async (event, context = {}) => {
     if (wrapped === undefined) {
       wrapped = (async () => {
-        materializeKubeconfig(process.env);
+        const { loaded } = await loadLambdaCredentials(process.env);
+        materializeKubeconfig(process.env, loaded.includes("KUBECONFIG_DATA"));
         const { app } = await build();
         return serverlessHttp(app, { provider: "aws" }) as Wrapped;
       })();

@@ -10,10 +10,18 @@
 // bundler itself; scripts/build-functions.ts uses it for the container
 // entries (functions/<name>/main.ts).
 //
-//   npm run build:lambda [-- --out DIR] [NAME ...]
+//   npm run build:lambda [-- --out DIR] [--no-credentials-check] [NAME ...]
+//
+// It refuses (exit 2) unless the environment names where the functions read
+// their bearer token and kubeconfig (KSF_AUTH_TOKEN_SSM_PARAMETER or
+// KSF_AUTH_TOKEN_SECRET_ARN, KSF_KUBECONFIG_SSM_PARAMETER or
+// KSF_KUBECONFIG_SECRET_ARN; scripts/lambda-credentials.cjs), because
+// `npm run package:lambda` and a deploy run it first and a function without
+// them could only answer 503. --no-credentials-check builds the bundles
+// alone; osls still refuses to package without them.
 
 import { mkdir, rm, writeFile } from "node:fs/promises";
-import { isBuiltin } from "node:module";
+import { createRequire, isBuiltin } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -273,6 +281,28 @@ export function printBuilt(built: readonly BuiltLambda[]): void {
     process.stdout.write(`${JSON.stringify({ built: b.name, file: relative(REPO, b.file) })}\n`);
 }
 
+/**
+ * What keeps the Lambda functions from being packaged: the KSF_* settings
+ * that must name an SSM parameter or a Secrets Manager secret for the token
+ * and the kubeconfig, one sentence each. Empty: go ahead.
+ */
+export function lambdaCredentialProblems(env: NodeJS.ProcessEnv = process.env): string[] {
+  // CommonJS because osls loads it too; required here, on use, so the image build
+  // (which imports this module for bundleFunctions) needs no copy of it.
+  const check = createRequire(import.meta.url)("./lambda-credentials.cjs") as {
+    problems: (env: NodeJS.ProcessEnv) => string[];
+  };
+  return check.problems(env);
+}
+
 if (import.meta.main) {
-  printBuilt(await buildLambdas(parseBuildCommand().options));
+  const { options, switches } = parseBuildCommand(["no-credentials-check"]);
+  const problems = switches.has("no-credentials-check") ? [] : lambdaCredentialProblems();
+  if (problems.length > 0) {
+    process.stderr.write(
+      `build:lambda: refusing to build the Lambda functions without their credentials (deploy/README.md, AWS Lambda):\n${problems.map((p) => `  ${p}\n`).join("")}`,
+    );
+    process.exit(2);
+  }
+  printBuilt(await buildLambdas(options));
 }
