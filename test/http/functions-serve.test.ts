@@ -19,7 +19,7 @@ function serve(env: Record<string, string | undefined>) {
 test("the function names are the documented six", () => {
   assert.deepEqual(
     [...FUNCTION_NAMES],
-    ["admission", "binder", "provisioner", "attacher", "attach-detach", "protection"],
+    ["admission", "binder", "provisioner", "attacher", "attach-detach", "protection", "resizer"],
   );
   assert.ok(isFunctionName("attach-detach"));
   assert.ok(!isFunctionName("Binder"));
