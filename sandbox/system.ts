@@ -11,6 +11,7 @@ import { createInterface } from "node:readline";
 import { KubeConfig } from "@kubernetes/client-node";
 import { type Forwarder, startForwarder } from "../shared/forwarder/index.ts";
 import { KubeJsonClient } from "../shared/kube/json-client.ts";
+import { namespaces } from "../shared/kube/resources.ts";
 import { createLogger } from "../shared/log.ts";
 import { generateCertificates } from "../shared/tls/certificates.ts";
 import { registerAdmissionWebhooks } from "./admission-webhooks.ts";
@@ -26,7 +27,18 @@ export interface RunningFunction {
 export const systemFunctions: readonly { name: string; kinds: readonly string[] }[] = [
   { name: "admission", kinds: [] },
   { name: "binder", kinds: ["PersistentVolumeClaim", "PersistentVolume"] },
-  { name: "provisioner", kinds: ["PersistentVolumeClaim", "PersistentVolume"] },
+  {
+    name: "provisioner",
+    // The rest feed capacity tracking (ENABLE_CAPACITY below).
+    kinds: [
+      "PersistentVolumeClaim",
+      "PersistentVolume",
+      "StorageClass",
+      "Node",
+      "CSINode",
+      "CSIStorageCapacity",
+    ],
+  },
   {
     name: "attach-detach",
     kinds: ["Pod", "Node", "PersistentVolumeClaim", "PersistentVolume", "VolumeAttachment"],
@@ -34,6 +46,9 @@ export const systemFunctions: readonly { name: string; kinds: readonly string[] 
   { name: "attacher", kinds: ["VolumeAttachment", "PersistentVolume"] },
   { name: "protection", kinds: ["PersistentVolumeClaim", "PersistentVolume", "Pod"] },
 ];
+
+/** Where the sandbox's provisioner publishes CSIStorageCapacity objects. */
+export const capacityNamespace = "kube-storage-functions";
 
 export interface SystemOptions {
   /** Sandbox directory (kubeconfig, driver state, certificates). */
@@ -44,6 +59,12 @@ export interface SystemOptions {
   resyncSeconds: number;
   /** Sandbox settings (driver, nodes, scheduler, kubelets). */
   sandbox?: Omit<SandboxOptions, "dir" | "port">;
+  /**
+   * Capacity tracking: the provisioner publishes CSIStorageCapacity objects
+   * (in namespace `capacityNamespace`) and the CSIDriver asks the scheduler
+   * to honour them. Default true.
+   */
+  capacity?: boolean;
   /** Extra environment for every function process. */
   env?: Record<string, string>;
   /** LOG_LEVEL of the functions and the forwarder. Default warn. */
@@ -98,11 +119,29 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
+/** What deploy/namespace.yaml creates in a cluster: where the functions' own objects live. */
+async function createNamespace(kubeconfigPath: string, name: string): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const client = new KubeJsonClient(kc);
+  try {
+    await client.create(namespaces, { apiVersion: "v1", kind: "Namespace", metadata: { name } });
+  } finally {
+    await client.close();
+  }
+}
+
 export async function startSystem(options: SystemOptions): Promise<RunningSystem> {
   const dir = resolve(options.dir);
   const logLevel = options.logLevel ?? "warn";
   const progress = options.progress ?? (() => undefined);
-  const sandbox = await startSandbox({ ...options.sandbox, port: options.port ?? 0, dir });
+  const capacity = options.capacity ?? true;
+  const sandbox = await startSandbox({
+    storageCapacity: capacity,
+    ...options.sandbox,
+    port: options.port ?? 0,
+    dir,
+  });
   const driverName = sandbox.csi.driver.config.name;
   progress("API server", sandbox.apiServer.url);
   progress("kubeconfig", sandbox.kubeconfigPath);
@@ -128,6 +167,7 @@ export async function startSystem(options: SystemOptions): Promise<RunningSystem
     await writeFile(join(certDir, "tls.crt"), certs.cert);
     await writeFile(join(certDir, "tls.key"), certs.key, { mode: 0o600 });
 
+    if (capacity) await createNamespace(sandbox.kubeconfigPath, capacityNamespace);
     const env = {
       KUBECONFIG: sandbox.kubeconfigPath,
       CSI_ENDPOINT: sandbox.csi.endpoint,
@@ -139,7 +179,9 @@ export async function startSystem(options: SystemOptions): Promise<RunningSystem
       const extra: Record<string, string> =
         f.name === "admission"
           ? { TLS_CERT_FILE: join(certDir, "tls.crt"), TLS_KEY_FILE: join(certDir, "tls.key") }
-          : {};
+          : f.name === "provisioner" && capacity
+            ? { ENABLE_CAPACITY: "true", NAMESPACE: capacityNamespace }
+            : {};
       const running = await startFunction(f.name, { ...env, ...extra }, logLevel);
       functions.push(running);
       running.child.once("exit", (code) => {

@@ -2,7 +2,7 @@
 // with capacity tracking, StorageClass, Node, CSINode and CSIStorageCapacity
 // events), POST /resync re-examines every claim and PV of this driver. Ready
 // when the CSI driver answers Probe. All decisions live in shared/provisioner
-// and shared/capacity.
+// (shared/provisioner/capacity for capacity tracking).
 
 import type { Controller } from "../../shared/http/controller-function.ts";
 import type { FunctionApp } from "../../shared/http/function-app.ts";

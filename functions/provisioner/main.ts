@@ -6,7 +6,6 @@
 // CONTROLLER_PUBLISH_READONLY, WORKERS, RETRY_INTERVAL_START_SECONDS,
 // RETRY_INTERVAL_MAX_SECONDS, KUBE_API_QPS, KUBE_API_BURST, PORT, LOG_LEVEL.
 
-import { CapacityController } from "../../shared/capacity/runtime/capacity-controller.ts";
 import {
   booleanFromEnv,
   controllerKnobsFromEnv,
@@ -20,6 +19,7 @@ import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts";
 import { createLogger } from "../../shared/log.ts";
+import { CapacityController } from "../../shared/provisioner/capacity/runtime/capacity-controller.ts";
 import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { lazyTopologyCopies } from "../../shared/provisioner/runtime/topology-copies.ts";

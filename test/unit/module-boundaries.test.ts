@@ -17,7 +17,6 @@ const controllers = [
   "attacher",
   "attach-detach",
   "protection",
-  "capacity",
 ] as const;
 
 function sourceFiles(dir: string): string[] {

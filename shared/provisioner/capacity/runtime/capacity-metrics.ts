@@ -3,7 +3,7 @@
 // and how many managed objects are waiting to be deleted. Upstream computes
 // them from its informer; here each class sync and each resync's sweep
 // record what they read, and the gauges hold the sums of the latest figures.
-import { gauge, processMetrics, type Registry } from "../../metrics.ts";
+import { gauge, processMetrics, type Registry } from "../../../metrics.ts";
 
 export interface CapacityFigures {
   goal: number;

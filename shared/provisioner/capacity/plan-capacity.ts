@@ -6,9 +6,9 @@
 // away, duplicates, and every object of a class that is gone (or no longer
 // this driver's, or Immediate without --capacity-for-immediate-binding) are
 // deleted. A segment whose GetCapacity failed keeps its object as it is.
-import type { Plan } from "../controller/plan.ts";
-import { formatBytes } from "../kube/quantity.ts";
-import type { CSIStorageCapacity, StorageClass } from "../kube/types.ts";
+import type { Plan } from "../../controller/plan.ts";
+import { formatBytes } from "../../kube/quantity.ts";
+import type { CSIStorageCapacity, StorageClass } from "../../kube/types.ts";
 import { capacityGenerateName, driverNameLabel, managedByCentral, managedByLabel } from "./constants.ts";
 import { type Segment, segmentId, segmentOfSelector } from "./segments.ts";
 

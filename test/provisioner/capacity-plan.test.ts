@@ -4,16 +4,16 @@
 // shape); and how segments come from CSINodes and Nodes.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { driverNameLabel, managedByLabel } from "../../shared/capacity/constants.ts";
+import type { CSINode, CSIStorageCapacity, Node, StorageClass } from "../../shared/kube/types.ts";
+import { driverNameLabel, managedByLabel } from "../../shared/provisioner/capacity/constants.ts";
 import {
   type CapacityAnswer,
   type CapacityOptions,
   type CapacityStep,
   planClassCapacity,
   planSweep,
-} from "../../shared/capacity/plan-capacity.ts";
-import { type Segment, segmentId, segmentsOf } from "../../shared/capacity/segments.ts";
-import type { CSINode, CSIStorageCapacity, Node, StorageClass } from "../../shared/kube/types.ts";
+} from "../../shared/provisioner/capacity/plan-capacity.ts";
+import { type Segment, segmentId, segmentsOf } from "../../shared/provisioner/capacity/segments.ts";
 
 const driver = "hostpath.csi.k8s.io";
 const options: CapacityOptions = { driverName: driver, namespace: "storage", forImmediateBinding: false };

@@ -7,13 +7,13 @@
 // resync (PingSource), on StorageClass, CSINode and Node changes, on a PV of
 // this driver created or deleted (a provisioning or deletion changed what is
 // free), and when one of our objects is deleted by someone else.
-import { ControllerRuntime, type ControllerSpec, type Executors } from "../../controller/index.ts";
-import type { CsiClient } from "../../csi/client.ts";
-import type { ControllerEvent } from "../../http/controller-function.ts";
-import { getOptional } from "../../kube/api-errors.ts";
-import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { csiNodes, csiStorageCapacities, nodes, storageClasses } from "../../kube/resources.ts";
-import type { CSINode, CSIStorageCapacity, Node, StorageClass } from "../../kube/types.ts";
+import { ControllerRuntime, type ControllerSpec, type Executors } from "../../../controller/index.ts";
+import type { CsiClient } from "../../../csi/client.ts";
+import type { ControllerEvent } from "../../../http/controller-function.ts";
+import { getOptional } from "../../../kube/api-errors.ts";
+import type { KubeJsonClient } from "../../../kube/json-client.ts";
+import { csiNodes, csiStorageCapacities, nodes, storageClasses } from "../../../kube/resources.ts";
+import type { CSINode, CSIStorageCapacity, Node, StorageClass } from "../../../kube/types.ts";
 import { driverNameLabel, managedByCentral, managedByLabel } from "../constants.ts";
 import {
   type CapacityAnswer,

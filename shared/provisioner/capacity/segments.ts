@@ -4,7 +4,7 @@
 // A node whose Node object or one of whose key labels is missing is left out;
 // equal segments are one. A driver listed without keys gives the empty
 // segment, which every node matches.
-import type { CSINode, Node } from "../kube/types.ts";
+import type { CSINode, Node } from "../../kube/types.ts";
 
 /** Topology key → value, keys sorted. */
 export type Segment = Readonly<Record<string, string>>;
