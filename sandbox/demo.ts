@@ -168,6 +168,11 @@ function describeKubeletStep(s: KubeletStep): [string, string] | undefined {
       return ["unpublished", `kubelet (${s.node}): NodeUnpublishVolume`];
     case "unstaged":
       return ["unstaged", `kubelet (${s.node}): NodeUnstageVolume`];
+    case "expanded":
+      return [
+        "expanded",
+        `kubelet (${s.node}): NodeExpandVolume → ${s.size}${s.online ? " (online)" : " (at mount)"}, claim capacity recorded`,
+      ];
     default:
       return undefined;
   }
