@@ -1,12 +1,13 @@
 // serverless.yml against the code: every function it names is built the way
 // `npm run build:lambda` builds it (an esbuild bundle per function), the
 // bundle's handler is loaded and driven with function URL events (API Gateway
-// v2 payloads) against a sandbox API server and CSI driver, and osls packages
-// the service offline.
+// v2 payloads) against a sandbox API server and CSI driver, with its token and
+// kubeconfig read at cold start from a server playing SSM Parameter Store and
+// Secrets Manager, and osls packages the service offline.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -22,6 +23,7 @@ import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/res
 import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 import { REPO } from "./code-rbac.ts";
+import { awsEnv, type FakeAws, startFakeAws } from "./fake-aws.ts";
 
 interface ServerlessFunction {
   handler: string;
@@ -35,7 +37,12 @@ interface ServerlessFunction {
 interface ServerlessConfig {
   service: string;
   frameworkVersion?: string;
-  provider: { name: string; runtime: string; environment?: Record<string, string> };
+  provider: {
+    name: string;
+    runtime: string;
+    environment?: Record<string, string>;
+    iam?: { role?: { statements?: unknown } };
+  };
   package?: { individually?: boolean; patterns?: string[] };
   functions: Record<string, ServerlessFunction>;
   plugins?: string[];
@@ -43,8 +50,12 @@ interface ServerlessConfig {
 
 const config = parseYaml(await readFile(join(REPO, "serverless.yml"), "utf8")) as ServerlessConfig;
 const TOKEN = `token-${randomUUID()}`;
+const TOKEN_PARAMETER = "/kube-storage-functions/auth-token";
+const KUBECONFIG_SECRET =
+  "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kube-storage-functions-kubeconfig-AbCdEf";
 
 let sandbox: TestSandbox;
+let aws: FakeAws;
 let kube: KubeJsonClient;
 let workDir: string;
 const handlers = new Map<string, LambdaHandler>();
@@ -154,6 +165,26 @@ describe("serverless.yml", () => {
     );
   });
 
+  it("names where the token and kubeconfig are kept, never their values, and grants reading exactly those", () => {
+    const env = config.provider.environment ?? {};
+    for (const plain of ["AUTH_TOKEN", "AUTH_TOKEN_FILE", "KUBECONFIG", "KUBECONFIG_DATA"])
+      assert.ok(!(plain in env), `no ${plain} in the template`);
+    for (const fn of Object.values(config.functions))
+      for (const plain of ["AUTH_TOKEN", "KUBECONFIG_DATA"]) assert.ok(!(plain in (fn.environment ?? {})));
+    for (const name of [
+      "AUTH_TOKEN_SSM_PARAMETER",
+      "AUTH_TOKEN_SECRET_ARN",
+      "KUBECONFIG_SSM_PARAMETER",
+      "KUBECONFIG_SECRET_ARN",
+    ])
+      assert.equal(env[name], `\${env:KSF_${name}, ''}`, name);
+    assert.equal(
+      config.provider.iam?.role?.statements,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: osls's variable syntax, not a template
+      "${file(./scripts/lambda-credentials.cjs):iamStatements}",
+    );
+  });
+
   it("names every function once, each with a URL and its own bundle", () => {
     assert.deepEqual(Object.keys(config.functions).sort(), [...FUNCTION_NAMES].sort());
     for (const [name, fn] of Object.entries(config.functions)) {
@@ -168,7 +199,7 @@ describe("serverless.yml", () => {
       const schedules = (fn.events ?? []).filter((e) => "schedule" in e);
       assert.equal(schedules.length, name === "admission" ? 0 : 1, `${name} schedule`);
       const env = fn.environment ?? {};
-      const csi = name === "provisioner" || name === "attacher";
+      const csi = name === "provisioner" || name === "attacher" || name === "resizer";
       assert.equal("CSI_ENDPOINT" in env, csi, `${name} CSI_ENDPOINT`);
       assert.equal("DRIVER_NAME" in env, csi, `${name} DRIVER_NAME`);
     }
@@ -178,23 +209,33 @@ describe("serverless.yml", () => {
 describe("Lambda handlers over the sandbox", () => {
   before(async () => {
     sandbox = await startTestSandbox();
+    aws = await startFakeAws();
+    aws.parameters.set(TOKEN_PARAMETER, { Type: "SecureString", Value: TOKEN });
+    aws.secrets.set(KUBECONFIG_SECRET, {
+      SecretString: (await readFile(sandbox.kubeconfigPath)).toString("base64"),
+    });
     kube = new KubeJsonClient(sandbox.kubeConfig);
     workDir = await mkdtemp(join(tmpdir(), "ksf-lambda-"));
     // Built as `npm run build:lambda` builds them, into the layout serverless.yml names.
     await buildLambdas({ outDir: join(workDir, "dist", "lambda") });
-    // Read when each handler builds its app, on its first invocation.
+    // Read when each handler builds its app, on its first invocation: as serverless.yml sets them,
+    // the names of the parameter and the secret, and what Lambda adds (the role's keys, the region).
+    delete process.env.KUBECONFIG;
+    delete process.env.AUTH_TOKEN;
     Object.assign(process.env, {
-      KUBECONFIG: sandbox.kubeconfigPath,
+      ...awsEnv(aws),
+      AUTH_TOKEN_SSM_PARAMETER: TOKEN_PARAMETER,
+      KUBECONFIG_SECRET_ARN: KUBECONFIG_SECRET,
       CSI_ENDPOINT: sandbox.csiEndpoint,
       LOG_LEVEL: "silent",
       AUTH_MODE: "token",
-      AUTH_TOKEN: TOKEN,
     });
     for (const name of Object.keys(config.functions)) handlers.set(name, await loadHandler(workDir, name));
   });
   after(async () => {
     await kube?.close();
     await sandbox?.close();
+    await aws?.close();
     if (workDir) await rm(workDir, { recursive: true, force: true });
   });
 
@@ -210,7 +251,7 @@ describe("Lambda handlers over the sandbox", () => {
   });
 
   it("controllers refuse callers without the bearer token (401); the webhooks answer kube-apiserver, which sends none", async () => {
-    for (const name of ["binder", "provisioner", "attacher", "attach-detach", "protection"]) {
+    for (const name of ["binder", "provisioner", "attacher", "resizer", "attach-detach", "protection"]) {
       const r = await invoke(name, urlEvent("POST", "/", { body: "{}", auth: false }));
       assert.equal(r.statusCode, 401, name);
       assert.match(String(r.headers?.["www-authenticate"]), /^Bearer/);
@@ -277,7 +318,7 @@ describe("Lambda handlers over the sandbox", () => {
   });
 
   it("controllers: an EventBridge schedule invocation runs POST /resync", async () => {
-    for (const name of ["binder", "provisioner", "attacher", "attach-detach", "protection"]) {
+    for (const name of ["binder", "provisioner", "attacher", "resizer", "attach-detach", "protection"]) {
       const r = await invoke(name, scheduledEvent());
       assert.equal(r.statusCode, 200, `${name}: ${r.body}`);
       const body = json(r);
@@ -360,10 +401,31 @@ describe("Lambda handlers over the sandbox", () => {
     assert.equal(response.allowed, true);
   });
 
-  it("KUBECONFIG_DATA (base64) stands in for a kubeconfig file on a cold start", async () => {
-    const saved = process.env.KUBECONFIG;
+  it("the token and kubeconfig come from SSM and Secrets Manager: the kubeconfig is a private file KUBECONFIG names", async () => {
+    assert.ok(
+      aws.seen.some((r) => r.target === "AmazonSSM.GetParameter" && r.body.Name === TOKEN_PARAMETER),
+      "the token was read from its parameter",
+    );
+    assert.ok(
+      aws.seen.some(
+        (r) => r.target === "secretsmanager.GetSecretValue" && r.body.SecretId === KUBECONFIG_SECRET,
+      ),
+      "the kubeconfig was read from its secret",
+    );
+    const file = process.env.KUBECONFIG ?? "";
+    assert.notEqual(file, "", "KUBECONFIG names the written file");
+    assert.equal(await readFile(file, "utf8"), await readFile(sandbox.kubeconfigPath, "utf8"));
+    assert.equal((await stat(file)).mode & 0o777, 0o600);
+  });
+
+  it("without a store, KUBECONFIG_DATA (base64) stands in for a kubeconfig file on a cold start", async () => {
+    const saved = {
+      KUBECONFIG: process.env.KUBECONFIG,
+      KUBECONFIG_SECRET_ARN: process.env.KUBECONFIG_SECRET_ARN,
+    };
     try {
       delete process.env.KUBECONFIG;
+      delete process.env.KUBECONFIG_SECRET_ARN;
       process.env.KUBECONFIG_DATA = (await readFile(sandbox.kubeconfigPath)).toString("base64");
       // A fresh module instance is a fresh cold start.
       const cold = await loadHandler(workDir, "binder", "?cold=kubeconfig-data");
@@ -376,7 +438,50 @@ describe("Lambda handlers over the sandbox", () => {
       );
     } finally {
       delete process.env.KUBECONFIG_DATA;
-      process.env.KUBECONFIG = saved;
+      Object.assign(process.env, saved);
+    }
+  });
+
+  it("fails closed: a cold start that cannot read its token answers 503 saying so, runs nothing, and recovers once it can", async () => {
+    aws.denied.add(TOKEN_PARAMETER);
+    try {
+      const cold = await loadHandler(workDir, "binder", "?cold=denied");
+      for (const event of [urlEvent("POST", "/resync", { body: "{}" }), scheduledEvent()]) {
+        const r = await cold(event, lambdaContext);
+        assert.equal(r.statusCode, 503, String(r.body));
+        assert.equal(r.headers?.["retry-after"], "5");
+        const error = String(json(r).error);
+        assert.match(error, /cannot read AUTH_TOKEN from SSM Parameter Store/);
+        // The URL is public: the answer names the setting, not the parameter or AWS's text.
+        assert.doesNotMatch(error, /kube-storage-functions\/auth-token|AccessDenied/);
+      }
+      aws.denied.delete(TOKEN_PARAMETER);
+      const r = await cold(urlEvent("POST", "/resync", { body: "{}" }), lambdaContext);
+      assert.equal(r.statusCode, 200, String(r.body));
+    } finally {
+      aws.denied.delete(TOKEN_PARAMETER);
+    }
+  });
+
+  it("fails closed: with AUTH_MODE=token and no token configured anywhere, every invocation is a 503", async () => {
+    const saved = process.env.AUTH_TOKEN_SSM_PARAMETER;
+    const savedToken = process.env.AUTH_TOKEN;
+    try {
+      delete process.env.AUTH_TOKEN_SSM_PARAMETER;
+      delete process.env.AUTH_TOKEN;
+      const cold = await loadHandler(workDir, "protection", "?cold=no-token");
+      for (const event of [
+        urlEvent("POST", "/", { body: "{}", auth: false }),
+        urlEvent("GET", "/healthz", { auth: false }),
+      ]) {
+        const r = await cold(event, lambdaContext);
+        assert.equal(r.statusCode, 503, String(r.body));
+        assert.match(String(json(r).error), /AUTH_TOKEN_SSM_PARAMETER or AUTH_TOKEN_SECRET_ARN/);
+      }
+    } finally {
+      process.env.AUTH_TOKEN_SSM_PARAMETER = saved;
+      if (savedToken === undefined) delete process.env.AUTH_TOKEN;
+      else process.env.AUTH_TOKEN = savedToken;
     }
   });
 
@@ -420,6 +525,11 @@ describe("osls package", () => {
     const service = await mkdtemp(join(tmpdir(), "ksf-osls-"));
     try {
       await copyFile(join(REPO, "serverless.yml"), join(service, "serverless.yml"));
+      await mkdir(join(service, "scripts"));
+      await copyFile(
+        join(REPO, "scripts", "lambda-credentials.cjs"),
+        join(service, "scripts", "lambda-credentials.cjs"),
+      );
       await buildLambdas({ outDir: join(service, "dist", "lambda") });
       await mkdir(join(service, "home"));
       const out = join(service, "package");
@@ -428,6 +538,8 @@ describe("osls package", () => {
         PATH: process.env.PATH,
         HOME: join(service, "home"),
         SLS_TELEMETRY_DISABLED: "1",
+        KSF_AUTH_TOKEN_SSM_PARAMETER: TOKEN_PARAMETER,
+        KSF_KUBECONFIG_SECRET_ARN: KUBECONFIG_SECRET,
       };
       const result = await run(
         process.execPath,
@@ -469,6 +581,30 @@ describe("osls package", () => {
       for (const fn of lambdas) assert.equal(fn.Properties.Runtime, "nodejs24.x");
       assert.equal(resources.filter((r) => r.Type === "AWS::Lambda::Url").length, FUNCTION_NAMES.length);
       assert.equal(resources.filter((r) => r.Type === "AWS::Events::Rule").length, FUNCTION_NAMES.length - 1);
+      for (const fn of lambdas) {
+        const variables = (fn.Properties.Environment as { Variables: Record<string, string> }).Variables;
+        assert.equal(variables.AUTH_TOKEN_SSM_PARAMETER, TOKEN_PARAMETER);
+        assert.equal(variables.KUBECONFIG_SECRET_ARN, KUBECONFIG_SECRET);
+        assert.ok(!("AUTH_TOKEN" in variables) && !("KUBECONFIG_DATA" in variables), "no credential values");
+      }
+      // The role may read the parameter and the secret, and nothing else of either service.
+      const roles = resources.filter((r) => r.Type === "AWS::IAM::Role");
+      const statements = roles.flatMap((r) =>
+        (
+          (r.Properties.Policies ?? []) as { PolicyDocument: { Statement: Record<string, unknown>[] } }[]
+        ).flatMap((p) => p.PolicyDocument.Statement),
+      );
+      const actions = (action: string) =>
+        statements.filter((st) => ([] as unknown[]).concat(st.Action).includes(action));
+      assert.deepEqual(
+        actions("secretsmanager:GetSecretValue").flatMap((st) => ([] as unknown[]).concat(st.Resource)),
+        [KUBECONFIG_SECRET],
+      );
+      assert.equal(actions("ssm:GetParameter").length, 1);
+      assert.match(
+        JSON.stringify(actions("ssm:GetParameter")[0]?.Resource),
+        /:parameter\/kube-storage-functions\/auth-token"/,
+      );
     } finally {
       await rm(service, { recursive: true, force: true });
     }
