@@ -45,7 +45,15 @@ export const systemFunctions: readonly { name: string; kinds: readonly string[] 
   },
   { name: "attacher", kinds: ["VolumeAttachment", "PersistentVolume"] },
   { name: "protection", kinds: ["PersistentVolumeClaim", "PersistentVolume", "Pod"] },
+  { name: "resizer", kinds: ["PersistentVolumeClaim", "PersistentVolume"] },
 ];
+
+/**
+ * What runs where kube-controller-manager's binder and attach/detach
+ * controller cannot be turned off (managed clusters): only the functions that
+ * replace a driver's CSI sidecars, and admission.
+ */
+export const sidecarFunctions: readonly string[] = ["admission", "provisioner", "attacher", "resizer"];
 
 /** Where the sandbox's provisioner publishes CSIStorageCapacity objects. */
 export const capacityNamespace = "kube-storage-functions";
@@ -65,6 +73,8 @@ export interface SystemOptions {
    * to honour them. Default true.
    */
   capacity?: boolean;
+  /** Which of systemFunctions to run (default all); e.g. sidecarFunctions for managed-cluster mode. */
+  functions?: readonly string[];
   /** Extra environment for every function process. */
   env?: Record<string, string>;
   /** LOG_LEVEL of the functions and the forwarder. Default warn. */
@@ -175,7 +185,8 @@ export async function startSystem(options: SystemOptions): Promise<RunningSystem
       PROVISIONER_DRIVERS: driverName,
       ...options.env,
     };
-    for (const f of systemFunctions) {
+    const selected = systemFunctions.filter((f) => !options.functions || options.functions.includes(f.name));
+    for (const f of selected) {
       const extra: Record<string, string> =
         f.name === "admission"
           ? { TLS_CERT_FILE: join(certDir, "tls.crt"), TLS_KEY_FILE: join(certDir, "tls.key") }
@@ -189,9 +200,11 @@ export async function startSystem(options: SystemOptions): Promise<RunningSystem
       });
       progress(f.name, running.url);
     }
-    const admission = functions.find((r) => r.name === "admission")!;
-    registerAdmissionWebhooks(sandbox.apiServer.registry, admission.url, certs.caCert);
-    progress("webhooks", "registered with the sandbox API server (HTTPS, caBundle)");
+    const admission = functions.find((r) => r.name === "admission");
+    if (admission) {
+      registerAdmissionWebhooks(sandbox.apiServer.registry, admission.url, certs.caCert);
+      progress("webhooks", "registered with the sandbox API server (HTTPS, caBundle)");
+    }
 
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(sandbox.kubeconfigPath);
@@ -205,7 +218,7 @@ export async function startSystem(options: SystemOptions): Promise<RunningSystem
       shutdownGraceMs: 1000,
     });
     await forwarder.ready;
-    const kinds = [...new Set(systemFunctions.flatMap((f) => f.kinds))];
+    const kinds = [...new Set(selected.flatMap((f) => f.kinds))];
     progress("forwarder", `watching ${kinds.join(", ")}`);
 
     const controllers = functions.filter((f) => f.name !== "admission");

@@ -38,7 +38,12 @@ export const WEBHOOK_CONFIG_NAME = "kube-storage-functions-bench";
  * (no volumes.kubernetes.io/controller-managed-attach-detach), so the
  * attach/detach controller has nothing to do; it runs on neither side.
  */
-export const BENCH_FUNCTIONS = systemFunctions.filter((f) => f.name !== "attach-detach");
+export const BENCH_FUNCTIONS = systemFunctions
+  .filter((f) => f.name !== "attach-detach" && f.name !== "resizer")
+  // No capacity tracking on either side (upstream's provisioner runs without --enable-capacity here).
+  .map((f) =>
+    f.name === "provisioner" ? { ...f, kinds: f.kinds.filter((k) => k.startsWith("PersistentVolume")) } : f,
+  );
 
 export interface StackOptions {
   kubeconfig: string;
@@ -187,7 +192,7 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
     await registerWebhooks(options, admission.url, certs.caCert);
     const controllers = started.filter((f) => f.name !== "admission");
     const routes = controllers
-      .map((f) => `${f.url}/=${systemFunctions.find((s) => s.name === f.name)!.kinds.join(",")}`)
+      .map((f) => `${f.url}/=${BENCH_FUNCTIONS.find((s) => s.name === f.name)!.kinds.join(",")}`)
       .join(";");
     forwarder = await spawnFunction({
       name: "forwarder",
