@@ -479,6 +479,40 @@ describe("counting steps when they run", () => {
   });
 });
 
+describe("a DELETE event's copy is untrusted", () => {
+  it("malformed copies are not timed, odd class names are not looked up, nothing throws", async () => {
+    const { registry, metrics } = fresh();
+    const instruments = new BinderInstruments(metrics, () => new Date("2026-01-01T00:01:40Z"));
+    const looked: string[] = [];
+    const provisionerOf = async (name: string) => {
+      looked.push(name);
+      throw new Error("no such class");
+    };
+    const base = newVolume("v1", "1Gi", "uid1", "c1", volumePhase.released, "Delete", "../x");
+    base.status = { phase: volumePhase.released, lastPhaseTransitionTime: "2026-01-01T00:00:00Z" };
+    const malformed = [
+      {
+        ...base,
+        metadata: { name: "a", uid: "a" },
+        status: { phase: "Released", lastPhaseTransitionTime: 12 },
+      },
+      { ...base, metadata: { name: "b", uid: "b" }, status: "Released" },
+      { ...base, metadata: { name: "c", uid: "c" }, spec: null },
+      {
+        ...base,
+        metadata: { name: "d", uid: "d" },
+        status: { phase: "Released", lastPhaseTransitionTime: "2027-01-01T00:00:00Z" },
+      },
+    ] as unknown as PersistentVolume[];
+    for (const copy of malformed) await instruments.volumeGone(copy, provisionerOf);
+    await instruments.volumeGone(base, provisionerOf);
+    assert.deepEqual(looked, [], "a class name that is not a DNS subdomain is never looked up");
+    assert.deepEqual(await samples(registry, "volume_operation_total_seconds"), [
+      "operation_name=delete,plugin_name=N/A: 1",
+    ]);
+  });
+});
+
 describe("binder controller metrics over the sandbox", () => {
   let sandbox: TestSandbox;
   let kube: KubeJsonClient;

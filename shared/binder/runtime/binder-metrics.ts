@@ -261,12 +261,14 @@ export function meaningOfSteps(on: DecidedOn, steps: readonly PlanStep[]): Map<P
 }
 
 /** Seconds from an RFC 3339 time to now; undefined when the time is missing, malformed or ahead. */
-export function secondsSince(time: string | undefined, now: Date): number | undefined {
-  if (!time) return undefined;
+export function secondsSince(time: unknown, now: Date): number | undefined {
+  if (typeof time !== "string" || time === "") return undefined;
   const at = Date.parse(time);
   if (Number.isNaN(at) || at > now.getTime()) return undefined;
   return (now.getTime() - at) / 1000;
 }
+
+const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** Recently observed deleted volumes (by uid), so a repeated DELETE event is not timed twice. */
 const RECENT_DELETES = 1024;
@@ -327,13 +329,26 @@ export class BinderInstruments {
   async volumeGone(
     copy: PersistentVolume,
     provisionerOf: (className: string) => Promise<string | undefined>,
-  ) {
+  ): Promise<void> {
+    // The copy is the event's, untrusted: a malformed one is simply not timed, and never fails the event.
+    try {
+      await this.timeDeletion(copy, provisionerOf);
+    } catch {
+      // nothing to count
+    }
+  }
+
+  private async timeDeletion(
+    copy: PersistentVolume,
+    provisionerOf: (className: string) => Promise<string | undefined>,
+  ): Promise<void> {
+    if (!copy.metadata || !copy.spec || typeof copy.spec !== "object") return;
     const phase = copy.status?.phase;
     if (copy.spec.persistentVolumeReclaimPolicy !== "Delete") return;
     if (phase !== volumePhase.released && phase !== volumePhase.failed) return;
     const seconds = secondsSince(copy.status?.lastPhaseTransitionTime, this.now());
     if (seconds === undefined) return;
-    const uid = copy.metadata.uid ?? copy.metadata.name;
+    const uid = text(copy.metadata.uid) || text(copy.metadata.name);
     if (this.recentDeletes.has(uid)) return;
     this.recentDeletes.add(uid);
     if (this.recentDeletes.size > RECENT_DELETES) {
@@ -341,7 +356,8 @@ export class BinderInstruments {
       if (oldest !== undefined) this.recentDeletes.delete(oldest);
     }
     const className = text(copy.spec.storageClassName);
-    const plugin = (className ? await provisionerOf(className).catch(() => undefined) : undefined) ?? "";
+    const lookup = dns1123Subdomain.test(className) && className.length <= 253;
+    const plugin = (lookup ? await provisionerOf(className).catch(() => undefined) : undefined) ?? "";
     this.metrics.operationSeconds.observe(
       { plugin_name: plugin || pluginNameNotAvailable, operation_name: volumeOperation.delete },
       seconds,
