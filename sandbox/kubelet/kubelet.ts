@@ -131,6 +131,7 @@ export class SandboxKubelet {
   private csi: CsiClient | undefined;
   private stages = false;
   private expands = false;
+  private stopping = false;
   /** unique volume name → staging path: volumes staged on this node. */
   private readonly staged = new Map<string, { path: string; volume: CsiVolumeToMount }>();
   /** pod uid → unique volume name → mount. */
@@ -177,8 +178,10 @@ export class SandboxKubelet {
   }
 
   async stop(): Promise<void> {
-    await this.loop.stop();
+    // No new online expansion from here; those running finish while the client still works.
+    this.stopping = true;
     await Promise.allSettled([...this.expanding.values()]);
+    await this.loop.stop();
     this.csi?.close();
   }
 
@@ -687,7 +690,7 @@ export class SandboxKubelet {
    * background, one at a time per volume, so no other pod waits for it.
    */
   private startOnlineExpansions(byUid: ReadonlyMap<string, Pod>): void {
-    if (!this.expands) return;
+    if (!this.expands || this.stopping) return;
     for (const [uid, mounts] of this.mounted) {
       const pod = byUid.get(uid);
       if (!pod || pod.metadata.deletionTimestamp || isFinished(pod)) continue;

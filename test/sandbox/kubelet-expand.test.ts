@@ -22,6 +22,7 @@ import {
   persistentVolumeClaims,
   persistentVolumes,
   pods,
+  secrets,
   volumeAttachments,
 } from "../../shared/kube/resources.ts";
 import type {
@@ -71,7 +72,10 @@ async function getPod(name: string): Promise<Pod | undefined> {
 const getClaim = (name: string) => kube.get<PersistentVolumeClaim>(persistentVolumeClaims, name, "default");
 
 /** A 1Gi volume in the driver, attached to the node, and a claim bound to its PV both ways. */
-async function boundClaim(name: string): Promise<{ handle: string; pv: string }> {
+async function boundClaim(
+  name: string,
+  csiExtra: Record<string, unknown> = {},
+): Promise<{ handle: string; pv: string }> {
   const created = await csi.call<{ volume: { volume_id: string } }>("Controller", "CreateVolume", {
     name: `vol-${name}`,
     capacity_range: { required_bytes: GiB },
@@ -97,7 +101,7 @@ async function boundClaim(name: string): Promise<{ handle: string; pv: string }>
     spec: {
       accessModes: ["ReadWriteOnce"],
       capacity: { storage: "1Gi" },
-      csi: { driver, volumeHandle: handle, fsType: "ext4" },
+      csi: { driver, volumeHandle: handle, fsType: "ext4", ...csiExtra },
       claimRef: { kind: "PersistentVolumeClaim", namespace: "default", name, uid: claim.metadata.uid },
       persistentVolumeReclaimPolicy: "Retain",
       storageClassName: "",
@@ -345,5 +349,90 @@ describe("sandbox kubelet: node expansion", () => {
     } finally {
       sandbox.csi.driver.setFaults({});
     }
+  });
+});
+
+describe("sandbox kubelet: node expansion, the secret and the capability", () => {
+  it("reads nodeExpandSecretRef: a missing secret is retried without touching the claim, then expands", async () => {
+    const { handle, pv } = await boundClaim("secret", {
+      nodeExpandSecretRef: { name: "expand-secret", namespace: "default" },
+    });
+    await createPod("app-secret", "secret");
+    await running("app-secret");
+    await resizerLeaves("secret", handle, pv);
+    const warning = await eventually("VolumeResizeFailed", async () =>
+      (await eventsOf("app-secret")).find((e) => e.reason === "VolumeResizeFailed"),
+    );
+    assert.match(String(warning.message), /failed to get NodeExpandSecretRef: .*"expand-secret" not found/);
+    const waiting = await getClaim("secret");
+    assert.deepEqual(waiting.status?.capacity, { storage: "1Gi" });
+    assert.equal(
+      waiting.status?.conditions?.some((c) => c.type === "NodeResizeError"),
+      false,
+      "no CSI call was made, so no node resize error",
+    );
+    await kube.create<KubeObject>(secrets, {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "expand-secret", namespace: "default" },
+      stringData: { password: "open" },
+    });
+    const claim = await eventually(
+      "claim expanded once the secret exists",
+      async () => {
+        const c = await getClaim("secret");
+        return c.status?.capacity?.storage === "2Gi" ? c : undefined;
+      },
+      60_000,
+    );
+    assertExpanded(claim);
+  });
+
+  describe("a node plugin without EXPAND_VOLUME", () => {
+    let saved: { sandbox: Sandbox; kube: KubeJsonClient; csi: RawCsiClient; dir: string };
+    before(async () => {
+      saved = { sandbox, kube, csi, dir };
+      dir = await mkdtemp(join(tmpdir(), "ksf-kubelet-no-expand-"));
+      sandbox = await startSandbox({
+        dir,
+        csi: { nodeCapabilities: ["STAGE_UNSTAGE_VOLUME"] },
+        onKubeletStep: (s) => steps.push(s),
+      });
+      const kc = new KubeConfig();
+      kc.loadFromFile(sandbox.kubeconfigPath);
+      kube = new KubeJsonClient(kc);
+      csi = rawCsiClient(sandbox.csi.endpoint);
+    });
+    after(async () => {
+      csi.close();
+      await kube.close();
+      await sandbox.close();
+      await rm(dir, { recursive: true, force: true });
+      ({ sandbox, kube, csi, dir } = saved);
+    });
+
+    it("leaves the claim to the resizer: no NodeExpandVolume, no claim write", async () => {
+      const { handle, pv } = await boundClaim("no-node");
+      await createPod("app-no-node", "no-node");
+      await running("app-no-node");
+      await resizerLeaves("no-node", handle, pv);
+      const left = await getClaim("no-node");
+      await sleep(1500);
+      const later = await getClaim("no-node");
+      assert.equal(
+        later.metadata.resourceVersion,
+        left.metadata.resourceVersion,
+        "the kubelet wrote nothing",
+      );
+      assert.equal(later.status?.allocatedResourceStatuses?.storage, "NodeResizePending");
+      assert.equal(
+        steps.some((s) => s.step === "expanded" && s.pod === "default/app-no-node"),
+        false,
+      );
+      assert.equal(
+        (await eventsOf("app-no-node")).some((e) => e.reason?.startsWith("FileSystemResize")),
+        false,
+      );
+    });
   });
 });
