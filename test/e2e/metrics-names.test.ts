@@ -24,9 +24,6 @@ import { processMetrics } from "../../shared/metrics.ts";
 
 const ns = "default";
 
-/** Functions the table may name that the system does not start yet; their rows are parsed, not scraped. */
-const notYetInSystem = new Set(["resizer"]);
-
 interface Row {
   name: string;
   type: string;
@@ -223,7 +220,7 @@ describe("metric names: the README table against every function's /metrics", () 
   it("the table names only functions that exist, each metric once per function", async () => {
     const rows = await readmeRows(functionNames);
     assert.ok(rows.length >= 20, `the table has its rows (${rows.length})`);
-    const known = new Set([...functionNames, "forwarder", ...notYetInSystem]);
+    const known = new Set([...functionNames, "forwarder"]);
     const seen = new Set<string>();
     for (const row of rows) {
       assert.ok(row.functions.length > 0, `${row.name} names a function`);
@@ -242,7 +239,6 @@ describe("metric names: the README table against every function's /metrics", () 
     const missing: string[] = [];
     for (const row of rows) {
       for (const f of row.functions) {
-        if (notYetInSystem.has(f)) continue;
         const out = scraped.get(f);
         assert.ok(out, `scraped ${f}`);
         const type = out.types.get(row.name);
