@@ -354,6 +354,12 @@ export const ENV_GATED: readonly { file: string; env: string; value?: string; wh
     why: "callers' bearer tokens are checked with TokenReviews",
   },
   {
+    file: "shared/provisioner/capacity/runtime/capacity-controller.ts",
+    env: "ENABLE_CAPACITY",
+    value: "true",
+    why: "capacity tracking publishes CSIStorageCapacity objects",
+  },
+  {
     file: "shared/tls/serving.ts",
     env: "TLS_SECRET_NAME",
     why: "the serving certificate is read from a Secret through the API",
