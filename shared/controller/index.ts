@@ -30,6 +30,9 @@
 //   `keysOf` may also answer without syncing ({reports}); `resyncKeys()`
 //   gives waves of keys (run one after another through a pool of
 //   resyncConcurrency) and the counts the resync answer starts with.
+// RuntimeOptions.workers (WORKERS, upstream --worker-threads / --workers)
+// caps the keys synced at once, events and resync together (SyncSlots); a
+// sync an executor starts for another key runs in its caller's slot.
 // Subclass ControllerRuntime to keep a controller's own public methods
 // (`syncClaim(ns, name)` = `this.sync(key)`); see shared/protection/runtime.
 // Errors: a 409, or a 404 from a write, means the race was lost: the whole
@@ -54,4 +57,4 @@ export {
   type SpecOf,
   type SyncResult,
 } from "./runtime.ts";
-export { forEachBounded } from "./worker-pool.ts";
+export { forEachBounded, SyncSlots } from "./worker-pool.ts";
