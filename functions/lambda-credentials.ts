@@ -213,7 +213,8 @@ function awsErrorName(header: string | undefined, body: Record<string, unknown>)
   return raw?.split(":")[0]?.split("#").pop();
 }
 
-const TIMEOUT_MS = 5_000;
+// Per attempt: three fit in the admission function's 10 s Lambda timeout.
+const TIMEOUT_MS = 3_000;
 const MAX_BODY = 1 << 20;
 
 /** One POST of the AWS JSON protocol: status and parsed body. */
