@@ -260,6 +260,42 @@ describe("sandbox kubelet: node expansion", () => {
     assert.equal((await getPod("app-online"))?.status?.phase, "Running");
   });
 
+  it("a failed expansion at mount time keeps the pod ContainerCreating with FailedMount until it works", async () => {
+    const { handle, pv } = await boundClaim("mount-retry");
+    await resizerLeaves("mount-retry", handle, pv);
+    sandbox.csi.driver.setFaults({
+      methods: ["NodeExpandVolume"],
+      errorProbability: 1,
+      errorCodes: ["INTERNAL"],
+    });
+    try {
+      await createPod("app-mount-retry", "mount-retry");
+      const failed = await eventually("FailedMount", async () =>
+        (await eventsOf("app-mount-retry")).find((e) => e.reason === "FailedMount"),
+      );
+      assert.equal(failed.type, "Warning");
+      assert.match(
+        String(failed.message),
+        new RegExp(
+          `^MountVolume\\.Setup failed while expanding volume for volume "${pv}" : Expander\\.NodeExpand failed to expand the volume: rpc error: code = Internal`,
+        ),
+      );
+      const pending = await getPod("app-mount-retry");
+      assert.equal(pending?.status?.phase, "Pending", "the pod does not run on an unexpanded volume");
+      const claim = await getClaim("mount-retry");
+      assert.equal(claim.status?.allocatedResourceStatuses?.storage, "NodeResizeInProgress");
+      assert.ok(claim.status?.conditions?.some((c) => c.type === "NodeResizeError"));
+    } finally {
+      sandbox.csi.driver.setFaults({});
+    }
+    await eventually(
+      "Running after the retry",
+      async () => ((await getPod("app-mount-retry"))?.status?.phase === "Running" ? true : undefined),
+      60_000,
+    );
+    assertExpanded(await getClaim("mount-retry"));
+  });
+
   it("expands at mount time for a new pod before it runs", async () => {
     const { handle, pv } = await boundClaim("at-mount");
     await resizerLeaves("at-mount", handle, pv);
