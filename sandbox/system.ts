@@ -186,19 +186,26 @@ export async function startSystem(options: SystemOptions): Promise<RunningSystem
       ...options.env,
     };
     const selected = systemFunctions.filter((f) => !options.functions || options.functions.includes(f.name));
-    for (const f of selected) {
-      const extra: Record<string, string> =
-        f.name === "admission"
-          ? { TLS_CERT_FILE: join(certDir, "tls.crt"), TLS_KEY_FILE: join(certDir, "tls.key") }
-          : f.name === "provisioner" && capacity
-            ? { ENABLE_CAPACITY: "true", NAMESPACE: capacityNamespace }
-            : {};
-      const running = await startFunction(f.name, { ...env, ...extra }, logLevel);
-      functions.push(running);
+    // All at once: each is its own process, and none needs another to start.
+    const started = await Promise.allSettled(
+      selected.map((f) => {
+        const extra: Record<string, string> =
+          f.name === "admission"
+            ? { TLS_CERT_FILE: join(certDir, "tls.crt"), TLS_KEY_FILE: join(certDir, "tls.key") }
+            : f.name === "provisioner" && capacity
+              ? { ENABLE_CAPACITY: "true", NAMESPACE: capacityNamespace }
+              : {};
+        return startFunction(f.name, { ...env, ...extra }, logLevel);
+      }),
+    );
+    for (const result of started) if (result.status === "fulfilled") functions.push(result.value);
+    const failed = started.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
+    for (const running of functions) {
       running.child.once("exit", (code) => {
-        if (!stopping) options.onFunctionExit?.(f.name, code);
+        if (!stopping) options.onFunctionExit?.(running.name, code);
       });
-      progress(f.name, running.url);
+      progress(running.name, running.url);
     }
     const admission = functions.find((r) => r.name === "admission");
     if (admission) {
