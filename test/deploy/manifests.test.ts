@@ -28,6 +28,7 @@ import { apiVersionOf, type ResourceDescriptor } from "../../shared/kube/resourc
 import { ProtectionController } from "../../shared/protection/runtime/protection-controller.ts";
 import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
+import { ResizerController } from "../../shared/resizer/runtime/resizer-controller.ts";
 import { descriptors, REPO } from "./code-rbac.ts";
 import {
   containersOf,
@@ -45,7 +46,9 @@ import {
 const NAMESPACE = "kube-storage-functions";
 const manifests = loadManifests();
 const ksvcs = ofKind(manifests, "Service").filter((m) => m.apiVersion === "serving.knative.dev/v1");
-const CONTROLLERS = ["binder", "provisioner", "attacher", "attach-detach", "protection"] as const;
+const CONTROLLERS = ["binder", "provisioner", "attacher", "resizer", "attach-detach", "protection"] as const;
+/** The functions that call the driver's controller service. */
+const CSI_FUNCTIONS = ["provisioner", "attacher", "resizer"] as const;
 
 function ksvcOfFunction(name: string): Manifest {
   const found = ksvcs.filter((k) => envOf(servingContainer(k)).get("FUNCTION") === name);
@@ -93,6 +96,14 @@ const factories: Record<(typeof CONTROLLERS)[number], ControllerFactory> = {
       options: defaultProvisionerOptions("hostpath.csi.k8s.io"),
     }),
   attacher: ({ kube, csi }) => new AttacherController({ kube, csi, driverName: "hostpath.csi.k8s.io" }),
+  resizer: ({ kube, csi, events }) =>
+    new ResizerController({
+      kube,
+      csi,
+      events,
+      driverName: "hostpath.csi.k8s.io",
+      abilities: { controllerExpand: true, nodeExpand: true, modify: true, singleNodeMultiWriter: false },
+    }),
   "attach-detach": ({ kube, events }) => new AttachDetachController({ kube, events }),
   protection: ({ kube }) => new ProtectionController({ kube }),
 };
@@ -218,6 +229,15 @@ describe("Knative Services", () => {
     }
   });
 
+  it("the resizer runs with upstream external-resizer's --timeout (10 s) and --workers (10)", () => {
+    const env = envOf(servingContainer(ksvcOfFunction("resizer")));
+    assert.equal(env.get("CSI_TIMEOUT_SECONDS"), "10");
+    assert.equal(env.get("WORKERS"), "10");
+    // A resync pass makes a CSI call per claim: the request may last as long as the provisioner's and attacher's.
+    for (const name of CSI_FUNCTIONS)
+      assert.equal(field(ksvcOfFunction(name), "spec.template.spec.timeoutSeconds"), 300, name);
+  });
+
   it("the admission function never scales to zero; controllers may", () => {
     const admission = ksvcOfFunction("admission");
     const annotations = field(admission, "spec.template.metadata.annotations") as Record<string, string>;
@@ -234,13 +254,19 @@ describe("Knative Services", () => {
     }
   });
 
-  it("the provisioner and attacher reach the CSI driver over TCP (a pod's unix socket cannot be shared)", () => {
-    for (const name of ["provisioner", "attacher"]) {
+  it("the provisioner, attacher and resizer reach the CSI driver over TCP (a pod's unix socket cannot be shared)", () => {
+    for (const name of CSI_FUNCTIONS) {
       const env = envOf(servingContainer(ksvcOfFunction(name)));
       const endpoint = parseCsiEndpoint(env.get("CSI_ENDPOINT") ?? "");
       assert.equal(endpoint.transport, "tcp", `${name}: CSI_ENDPOINT ${env.get("CSI_ENDPOINT")}`);
       assert.ok(env.get("DRIVER_NAME"), `${name}: DRIVER_NAME pins the driver`);
     }
+    // One driver: every CSI function names the same endpoint and driver.
+    const pairs = CSI_FUNCTIONS.map((name) => {
+      const env = envOf(servingContainer(ksvcOfFunction(name)));
+      return `${env.get("CSI_ENDPOINT")} ${env.get("DRIVER_NAME")}`;
+    });
+    assert.equal(new Set(pairs).size, 1, pairs.join(" | "));
     for (const name of ["binder", "attach-detach", "protection", "admission"]) {
       assert.ok(
         !envOf(servingContainer(ksvcOfFunction(name))).has("CSI_ENDPOINT"),
