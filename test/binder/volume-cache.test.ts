@@ -110,7 +110,7 @@ describe("binder with a watched volume copy", () => {
     assert.equal(counters["update persistentvolumes"], 1);
   });
 
-  it("a stale pick (bound to another claim meanwhile) is not bound: the sync lists and takes the next best", async () => {
+  it("a stale pick (bound to another claim meanwhile) is not bound: the sync reads the next best instead of listing", async () => {
     await createVolume(pv("taken", "10Gi"));
     await createVolume(pv("free", "20Gi"));
     await kube.create(persistentVolumeClaims, pvc("late", "5Gi"));
@@ -126,9 +126,61 @@ describe("binder with a watched volume copy", () => {
     });
     const { report, counters } = await claimSync(frozenCopy(stale.items, stale.resourceVersion), "late");
     assert.equal(report?.outcome, "bound to volume free");
-    assert.equal(counters["list persistentvolumes"], 1, JSON.stringify(counters));
+    assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+    assert.equal(counters["get persistentvolumes"], 2, JSON.stringify(counters));
     const kept = await kube.get<PersistentVolume>(persistentVolumes, "taken");
     assert.equal(kept.spec.claimRef?.name, "x", "the volume bound elsewhere keeps its claim");
+  });
+
+  it("a copy far behind (every pick stale): after three fresh reads the sync lists", async () => {
+    for (const name of ["s1", "s2", "s3"]) await createVolume(pv(name, "10Gi"));
+    await createVolume(pv("real", "20Gi"));
+    await kube.create(persistentVolumeClaims, pvc("behind", "5Gi"));
+    const stale = await listVolumes();
+    for (const name of ["s1", "s2", "s3"]) {
+      const v = await kube.get<PersistentVolume>(persistentVolumes, name);
+      await kube.replace(persistentVolumes, {
+        ...v,
+        spec: {
+          ...v.spec,
+          claimRef: { kind: "PersistentVolumeClaim", namespace: "other", name, uid: `u-${name}` },
+        },
+      });
+    }
+    const { report, counters } = await claimSync(frozenCopy(stale.items, stale.resourceVersion), "behind");
+    assert.equal(report?.outcome, "bound to volume real");
+    assert.equal(counters["get persistentvolumes"], 3, JSON.stringify(counters));
+    assert.equal(counters["list persistentvolumes"], 1, JSON.stringify(counters));
+  });
+
+  it("claims synced at once by one binder pick different volumes from the copy: no lost race, no list", async () => {
+    for (let i = 0; i < 8; i++) await createVolume(pv(`same-${i}`, "10Gi"));
+    for (let i = 0; i < 8; i++) await kube.create(persistentVolumeClaims, pvc(`many-${i}`, "5Gi"));
+    const listed = await listVolumes();
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      volumeCache: frozenCopy(listed.items, listed.resourceVersion),
+    });
+    await sandbox.admin.resetCounters();
+    const reports = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        binder.handleEvent({
+          action: "add",
+          kind: "PersistentVolumeClaim",
+          apiVersion: "v1",
+          name: `many-${i}`,
+          namespace: "default",
+        }),
+      ),
+    );
+    const counters = await sandbox.admin.counters();
+    const bound = reports.flat().map((r) => r.outcome);
+    assert.equal(new Set(bound).size, 8, JSON.stringify(bound));
+    for (const outcome of bound) assert.match(outcome, /^bound to volume same-\d$/);
+    assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+    assert.equal(counters["get persistentvolumes"], 8, JSON.stringify(counters));
+    assert.equal(counters["update persistentvolumes"], 8, "one claimRef write per claim: no conflicts");
   });
 
   it("no match in a copy older than the claim: the sync lists and finds the volume the copy missed", async () => {

@@ -18,6 +18,7 @@ import { BinderInstruments, type BinderMetrics, binderMetrics } from "./binder-m
 import { boundClaimNeedsNothing } from "./bound-claim-check.ts";
 import { binderExecutors, type EventSink } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
+import { VolumePicks } from "./volume-picks.ts";
 
 export interface SyncReport {
   object: string;
@@ -79,6 +80,8 @@ function binderSpec(
   const { kube } = o;
   const now = (): string => rfc3339((o.now ?? (() => new Date()))());
   const instruments = new BinderInstruments(o.metrics ?? binderMetrics(), o.now);
+  // Only a watched copy makes parallel syncs agree on one pick; without it each lists and judges afresh.
+  const picks = o.volumeCache ? new VolumePicks() : undefined;
 
   /** A deleted claim releases its volume: sync the volume it named (or, without the object, every volume pointing at it). */
   async function claimDeleted(e: BinderEvent): Promise<BinderKey[]> {
@@ -163,7 +166,7 @@ function binderSpec(
         const claim = await readClaim(kube, key.namespace, key.name);
         if (!claim) return undefined;
         const classes = o.storageClasses?.();
-        const view = await loadClaimView(kube, claim, now(), key.candidate, o.volumeCache, classes);
+        const view = await loadClaimView(kube, claim, now(), key.candidate, o.volumeCache, classes, picks);
         return { kind: "claim", claim, view };
       }
       const volume = await readVolume(kube, key.name);

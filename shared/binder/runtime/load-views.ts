@@ -21,6 +21,7 @@ import { findBestMatchForClaim, winsWithoutSearch } from "../find-best-match.ts"
 import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
 import { claimKey, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
+import type { VolumePicks } from "./volume-picks.ts";
 
 export function readClaim(
   kube: KubeJsonClient,
@@ -38,6 +39,9 @@ export function readVolume(kube: KubeJsonClient, name: string): Promise<Persiste
 const BUSY_WATCH_MS = 250;
 /** How long a claim sync waits for a busy watch to reach the claim's revision before listing. */
 const CATCH_UP_WAIT_MS = 50;
+
+/** Stale picks one claim sync reads again before it lists every PV instead. */
+const MAX_STALE_PICKS = 3;
 
 /** How long after the copy started a claim sync still waits for its first list rather than listing itself. */
 const FIRST_SYNC_WINDOW_MS = 2000;
@@ -71,6 +75,27 @@ function withFresh(
 }
 
 /**
+ * The copy's best match for the claim, passing over volumes other in-flight
+ * syncs of this process picked while another one fits (then the pick is held
+ * for this claim); with no other fit, the best match whoever picked it: the
+ * conditional write settles it, and a claim is never left Pending for a pick.
+ */
+function cachePick(
+  candidates: readonly PersistentVolume[],
+  claim: PersistentVolumeClaim,
+  picks: VolumePicks | undefined,
+): PersistentVolume | undefined {
+  if (!picks) return findBestMatchForClaim(candidates, claim, false).volume;
+  const own = claimKey(claim);
+  const free = candidates.filter((v) => !picks.heldByOther(v.metadata.name, own));
+  const pick =
+    findBestMatchForClaim(free, claim, false).volume ??
+    (free.length < candidates.length ? findBestMatchForClaim(candidates, claim, false).volume : undefined);
+  if (pick) picks.hold(pick.metadata.name, own);
+  return pick;
+}
+
+/**
  * The volumes the claim's search needs to see: the candidate alone when it is
  * the certain winner; the cache's winner alone when its fresh copy still
  * matches; none when the cache reflects the claim's revision and has no
@@ -81,6 +106,7 @@ async function matchingVolumes(
   claim: PersistentVolumeClaim,
   candidate: string | undefined,
   cache: VolumeCache | undefined,
+  picks: VolumePicks | undefined,
 ): Promise<PersistentVolume[]> {
   // A candidate that fits the claim but need not win (a volume that just became Available)
   // joins the cache's candidates fresh: the copy may not have seen it yet.
@@ -95,15 +121,22 @@ async function matchingVolumes(
   // claims at once; waiting for that one list beats each claim listing every PV itself
   // (upstream's workers wait for their informers' first sync). Not synced in time: list.
   if (cache && !cache.synced) await cache.whenSynced?.(FIRST_SYNC_WINDOW_MS);
-  for (let waited = false; cache?.synced; waited = true) {
+  // Picks the copy had wrong (bound meanwhile, changed): a GET each is cheaper than a list of every PV.
+  const stale = new Set<string>();
+  for (let waited = false; cache?.synced; ) {
     // Without delay binding the cache's pick is the pre-bound volume if any, else the smallest
     // candidate; syncClaim judges it again with the class's real binding mode.
-    const hint = findBestMatchForClaim(withFresh(cacheCandidates(cache, claim), fits), claim, false).volume;
+    const candidates = withFresh(cacheCandidates(cache, claim), fits).filter(
+      (v) => !stale.has(v.metadata.name),
+    );
+    const hint = cachePick(candidates, claim, picks);
     if (hint === fits && fits) return [fits];
     if (hint) {
       const fresh = await readVolume(kube, hint.metadata.name);
       if (fresh && findBestMatchForClaim([fresh], claim, false).volume) return [fresh];
-      break; // The cache was behind (bound meanwhile, gone, changed): search for real.
+      stale.add(hint.metadata.name);
+      if (stale.size >= MAX_STALE_PICKS) break; // The copy is far behind: search for real.
+      continue;
     }
     const rv = claim.metadata.resourceVersion;
     if (cache.store.covers(rv)) return [];
@@ -112,6 +145,7 @@ async function matchingVolumes(
     // A quiet watch may never pass it, so the search lists at once instead.
     if (waited || !cache.store.changedWithin(BUSY_WATCH_MS)) break;
     if (!(await cache.store.whenCovers(rv, CATCH_UP_WAIT_MS))) break;
+    waited = true;
   }
   const listed = await kube.list<PersistentVolume>(persistentVolumes);
   // Only a copy in use learns from the list (one not yet synced, or dropped, must not fill up).
@@ -126,13 +160,14 @@ export async function loadClaimView(
   candidate?: string,
   cache?: VolumeCache,
   classCopy?: StorageClassCopy,
+  picks?: VolumePicks,
 ): Promise<ClaimSyncView> {
   const volumeName = claim.spec.volumeName ?? "";
   const matching = !hasAnnotation(claim, annBindCompleted) && volumeName === "";
   const className = claimClass(claim);
 
   const volumesRead: Promise<PersistentVolume[]> = matching
-    ? matchingVolumes(kube, claim, candidate, cache)
+    ? matchingVolumes(kube, claim, candidate, cache, picks)
     : volumeName
       ? readVolume(kube, volumeName).then((v) => (v ? [v] : []))
       : Promise.resolve([]);
