@@ -1,6 +1,8 @@
 // Reads deploy/ the way `kubectl apply -k deploy/` would see it: every file
 // kustomization.yaml lists, split into documents, with the kustomization's
-// namespace applied to namespaced objects that name none.
+// namespace applied to namespaced objects that name none, and the components
+// asked for added: their resources, then their JSON patches (RFC 6902, the
+// only patch form deploy/components uses; anything else fails loudly).
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -30,7 +32,15 @@ export interface Kustomization {
   namespace?: string;
   resources?: string[];
   components?: string[];
+  patches?: PatchRef[];
   images?: { name: string; newName?: string; newTag?: string }[];
+}
+
+/** A kustomization's `patches` entry: a file (or inline text) of JSON patch operations and what it applies to. */
+export interface PatchRef {
+  path?: string;
+  patch?: string;
+  target?: { group?: string; version?: string; kind?: string; name?: string };
 }
 
 /** Kinds that are not namespaced (the ones deploy/ uses). */
@@ -92,7 +102,64 @@ export function loadManifests(components: readonly string[] = []): Manifest[] {
       });
     }
   }
+  for (const dir of components)
+    for (const ref of readKustomization(dir).patches ?? []) applyPatch(out, dir, ref);
   return out;
+}
+
+/** One `patches` entry of the component in `dir`, applied in place to the one object it targets. */
+function applyPatch(objects: Manifest[], dir: string, ref: PatchRef): void {
+  const where = `deploy/${dir}: patch ${ref.path ?? "(inline)"}`;
+  const text = ref.path !== undefined ? readFileSync(join(DEPLOY, dir, ref.path), "utf8") : ref.patch;
+  if (text === undefined) throw new Error(`${where}: neither path nor patch`);
+  const ops: unknown = parseYaml(text);
+  if (!Array.isArray(ops)) throw new Error(`${where}: not a list of JSON patch operations`);
+  const t = ref.target ?? {};
+  const targets = objects.filter((m) => {
+    const [group, version] = m.apiVersion.includes("/") ? m.apiVersion.split("/") : ["", m.apiVersion];
+    return (
+      (t.kind === undefined || t.kind === m.kind) &&
+      // kustomize reads a target's name as a regular expression of the whole name.
+      (t.name === undefined || new RegExp(`^(?:${t.name})$`).test(m.metadata.name)) &&
+      (t.group === undefined || t.group === group) &&
+      (t.version === undefined || t.version === version)
+    );
+  });
+  if (targets.length !== 1) throw new Error(`${where}: targets ${targets.length} objects, not one`);
+  const target = targets[0] as Manifest;
+  for (const op of ops) applyOperation(target, op, where);
+}
+
+function applyOperation(root: Record<string, unknown>, op: unknown, where: string): void {
+  if (!isRecord(op) || typeof op.op !== "string" || typeof op.path !== "string")
+    throw new Error(`${where}: an operation without op and path`);
+  if (op.op !== "add" && op.op !== "replace") throw new Error(`${where}: op ${op.op} is not read here`);
+  const keys = op.path
+    .split("/")
+    .slice(1)
+    .map((k) => k.replaceAll("~1", "/").replaceAll("~0", "~"));
+  const last = keys.pop();
+  if (last === undefined) throw new Error(`${where}: empty path`);
+  let parent: unknown = root;
+  for (const key of keys) {
+    parent = Array.isArray(parent) ? parent[Number(key)] : isRecord(parent) ? parent[key] : undefined;
+    if (parent === undefined) throw new Error(`${where}: ${op.path} does not exist`);
+  }
+  const value = structuredClone(op.value);
+  if (Array.isArray(parent)) {
+    const index = last === "-" ? parent.length : Number(last);
+    if (
+      !Number.isInteger(index) ||
+      index < 0 ||
+      index > parent.length ||
+      (op.op === "replace" && index === parent.length)
+    )
+      throw new Error(`${where}: ${op.path} is out of range`);
+    parent.splice(index, op.op === "replace" ? 1 : 0, value);
+  } else if (isRecord(parent)) {
+    if (op.op === "replace" && !(last in parent)) throw new Error(`${where}: ${op.path} does not exist`);
+    parent[last] = value;
+  } else throw new Error(`${where}: ${op.path} has no parent`);
 }
 
 export function ofKind(manifests: readonly Manifest[], kind: string): Manifest[] {
