@@ -1,5 +1,6 @@
-// The `npm start` demo: one claim and one pod through the whole system and
-// back, printed as a timeline of what each part of the cluster did. The
+// The `npm start` demo: one claim and one pod through the whole system, the
+// claim grown from 1Gi to 2Gi while the pod runs, and everything deleted
+// again, printed as a timeline of what each part of the cluster did. The
 // steps are read from the sandbox store's change feed (what a watch sees)
 // and from the kubelets' step reports, not from the functions' logs.
 
@@ -15,6 +16,12 @@ const podName = "demo-app";
 
 interface Seen {
   claim?: { phase?: string; volume?: string; node?: string; deleting: boolean };
+  /** The claim's status.capacity.storage, as last written. */
+  claimCapacity?: string;
+  /** The kubelet's NodeExpandVolume step was seen. */
+  nodeExpanded?: boolean;
+  /** The PV's spec.capacity.storage, as first written (the size provisioned). */
+  pvCapacity?: string;
   pvGone?: boolean;
   attachment?: string;
   attached?: boolean;
@@ -78,6 +85,7 @@ function observe(c: StoredChange, seen: Seen, volumeHandle: () => string | undef
       if (provisioner) t.once("handed", `claim handed to provisioner ${provisioner}`);
       if (str(o.status?.phase) === "Bound")
         t.once("bound", `binder: claim Bound to ${str(o.spec?.volumeName)}`);
+      observeResize(o.status, seen, t);
       if (o.metadata.deletionTimestamp) t.once("claim-deleting", `claim ${claimName} Terminating`);
       return;
     }
@@ -89,6 +97,13 @@ function observe(c: StoredChange, seen: Seen, volumeHandle: () => string | undef
         t.once("pv-gone", `provisioner: DeleteVolume done, PersistentVolume ${name} deleted`);
       } else {
         t.once("pv", `provisioner: CreateVolume done, PersistentVolume ${name} created`);
+        const size = str((o.spec?.capacity as { storage?: unknown } | undefined)?.storage);
+        seen.pvCapacity ??= size;
+        if (size && size !== seen.pvCapacity)
+          t.once(
+            "pv-grown",
+            `resizer: ControllerExpandVolume done, PersistentVolume ${name} capacity ${size}`,
+          );
         if (str(o.status?.phase) === "Released")
           t.once("released", `binder: PersistentVolume ${name} Released`);
       }
@@ -149,6 +164,18 @@ function observe(c: StoredChange, seen: Seen, volumeHandle: () => string | undef
   }
 }
 
+/** The claim's expansion as the resizer and the kubelet record it in its status. */
+function observeResize(status: Record<string, unknown> | undefined, seen: Seen, t: Timeline): void {
+  const allocated = str((status?.allocatedResources as { storage?: unknown } | undefined)?.storage);
+  const resize = str((status?.allocatedResourceStatuses as { storage?: unknown } | undefined)?.storage);
+  const capacity = str((status?.capacity as { storage?: unknown } | undefined)?.storage);
+  if (resize === "ControllerResizeInProgress" && allocated)
+    t.once("resizing", `resizer: claim status ControllerResizeInProgress, allocatedResources ${allocated}`);
+  if (resize === "NodeResizePending")
+    t.once("fs-pending", "resizer: claim FileSystemResizePending (NodeResizePending), waiting for the node");
+  if (capacity) seen.claimCapacity = capacity;
+}
+
 function describeKubeletStep(s: KubeletStep): [string, string] | undefined {
   switch (s.step) {
     case "volumes-in-use":
@@ -207,6 +234,7 @@ export async function runDemo(
     observe(c, seen, () => handle, t);
   });
   kubeletSteps((s) => {
+    if (s.step === "expanded") seen.nodeExpanded = true;
     const line = describeKubeletStep(s);
     if (line) t.once(line[0], line[1]);
   });
@@ -221,6 +249,7 @@ export async function runDemo(
       provisioner: system.driverName,
       reclaimPolicy: "Delete",
       volumeBindingMode: "WaitForFirstConsumer",
+      allowVolumeExpansion: true,
     });
     await kube.create(persistentVolumeClaims, {
       apiVersion: "v1",
@@ -240,6 +269,20 @@ export async function runDemo(
     });
     t.once("pod", `pod ${podName} created, using the claim`);
     if (!(await until(() => seen.podRunning === true, 60_000))) return false;
+
+    say("");
+    say("  Now growing the claim from 1Gi to 2Gi while the pod runs (kubectl patch pvc):");
+    await kube.patch(
+      persistentVolumeClaims,
+      claimName,
+      ns,
+      { spec: { resources: { requests: { storage: "2Gi" } } } },
+      "merge",
+    );
+    if (!(await until(() => seen.claimCapacity === "2Gi", 60_000))) return false;
+    // The kubelet reports its step after writing the claim; a block volume has no node step.
+    await until(() => seen.nodeExpanded === true, 2_000);
+    t.once("claim-grown", `claim ${claimName}: status.capacity 2Gi, resize conditions and statuses cleared`);
 
     say("");
     say("  Now deleting the pod and the claim:");

@@ -38,6 +38,15 @@ it("npm start brings up the whole system, runs the demo there and back, binds st
   ])
     assert.ok(at(step) >= 0, `${step}: ${output.join("\n")}`);
   assert.ok(at("lists the volume in status.volumesAttached") < at("pod demo-app Running"));
+  // The claim grew while the pod ran: controller side, then the node's filesystem, then the claim.
+  for (const step of [
+    "ControllerExpandVolume done",
+    "NodeExpandVolume → 2Gi (online)",
+    "status.capacity 2Gi",
+  ])
+    assert.ok(at(step) > at("pod demo-app Running"), `${step}: ${output.join("\n")}`);
+  assert.ok(at("ControllerExpandVolume done") < at("NodeExpandVolume → 2Gi"));
+  assert.ok(at("NodeExpandVolume → 2Gi") < at("status.capacity 2Gi"));
   for (const step of ["NodeUnpublishVolume", "VolumeAttachment deleted", "DeleteVolume done"])
     assert.ok(at(step) >= 0, `${step}: ${output.join("\n")}`);
   const urls = output.flatMap(
