@@ -62,9 +62,14 @@ const IDENTITY_ANSWERS: Readonly<Record<string, object>> = {
     })),
   },
   ControllerGetCapabilities: {
-    capabilities: ["CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES_PUBLISHED_NODES"].map(
-      (type) => ({ rpc: { type } }),
-    ),
+    // Whatever any CSI function requires to start (the resizer: expansion or modification).
+    capabilities: [
+      "CREATE_DELETE_VOLUME",
+      "PUBLISH_UNPUBLISH_VOLUME",
+      "LIST_VOLUMES_PUBLISHED_NODES",
+      "EXPAND_VOLUME",
+      "MODIFY_VOLUME",
+    ].map((type) => ({ rpc: { type } })),
   },
 };
 
