@@ -15,6 +15,7 @@ import { pathToFileURL } from "node:url";
 import { unzipSync } from "fflate";
 import { parse as parseYaml } from "yaml";
 import type { FunctionUrlEvent, FunctionUrlResult, LambdaHandler } from "../../functions/lambda-adapter.ts";
+import { capacityFromEnv } from "../../functions/provisioner/main.ts";
 import { FUNCTION_NAMES } from "../../functions/serve.ts";
 import { buildLambdas } from "../../scripts/build-lambda.ts";
 import { isRecord } from "../../shared/is-record.ts";
@@ -203,6 +204,22 @@ describe("serverless.yml", () => {
       assert.equal("CSI_ENDPOINT" in env, csi, `${name} CSI_ENDPOINT`);
       assert.equal("DRIVER_NAME" in env, csi, `${name} DRIVER_NAME`);
     }
+  });
+
+  it("capacity tracking is the provisioner's, off unless the deploy turns it on, and its entry reads the defaults as off", () => {
+    for (const [name, fn] of Object.entries(config.functions)) {
+      const env = fn.environment ?? {};
+      for (const key of ["ENABLE_CAPACITY", "NAMESPACE"])
+        assert.equal(key in env, name === "provisioner", `${name} ${key}`);
+    }
+    const env = config.functions.provisioner?.environment ?? {};
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: osls's variable syntax, not a template
+    assert.equal(env.ENABLE_CAPACITY, "${env:KSF_ENABLE_CAPACITY, 'false'}");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: osls's variable syntax, not a template
+    assert.equal(env.NAMESPACE, "${env:KSF_CAPACITY_NAMESPACE, ''}");
+    // osls substitutes the defaults; the function then runs without capacity tracking.
+    assert.equal(capacityFromEnv({ ENABLE_CAPACITY: "false", NAMESPACE: "" }, true), undefined);
+    assert.throws(() => capacityFromEnv({ ENABLE_CAPACITY: "true", NAMESPACE: "" }, true), /NAMESPACE/);
   });
 });
 
@@ -587,6 +604,15 @@ describe("osls package", () => {
         assert.equal(variables.KUBECONFIG_SECRET_ARN, KUBECONFIG_SECRET);
         assert.ok(!("AUTH_TOKEN" in variables) && !("KUBECONFIG_DATA" in variables), "no credential values");
       }
+      // Capacity tracking packaged off (KSF_ENABLE_CAPACITY unset), on the provisioner only.
+      const capacity = lambdas.map(
+        (fn) =>
+          (fn.Properties.Environment as { Variables: Record<string, string> }).Variables.ENABLE_CAPACITY,
+      );
+      assert.deepEqual(
+        capacity.filter((v) => v !== undefined),
+        ["false"],
+      );
       // The role may read the parameter and the secret, and nothing else of either service.
       const roles = resources.filter((r) => r.Type === "AWS::IAM::Role");
       const statements = roles.flatMap((r) =>
