@@ -46,6 +46,13 @@ export interface CsiDriverOptions {
    * ["mount"], as hostpath: a block device needs nothing on the node.
    */
   nodeExpansionKinds?: readonly VolumeKind[];
+  /**
+   * The VolumeExpansion plugin capability: ONLINE (default, as hostpath),
+   * OFFLINE (ControllerExpandVolume refuses a volume published or staged
+   * anywhere with FAILED_PRECONDITION, which the external-resizer reads as
+   * "in use"), or NONE (not advertised).
+   */
+  volumeExpansion?: VolumeExpansionMode;
   /** Further nodes the driver serves (each with a node plugin); their segments show in the capacity report. */
   nodes?: readonly string[];
   /** Size of a volume created without a capacity range. Default 1 GiB. */
@@ -53,6 +60,8 @@ export interface CsiDriverOptions {
   /** NodeGetInfo max_volumes_per_node and the publish limit per node; 0 = unlimited. */
   maxVolumesPerNode?: number;
 }
+
+export type VolumeExpansionMode = "ONLINE" | "OFFLINE" | "NONE";
 
 export interface DriverConfig {
   name: string;
@@ -67,6 +76,7 @@ export interface DriverConfig {
   defaultVolumeBytes: number;
   maxVolumesPerNode: number;
   nodeExpansionKinds: ReadonlySet<VolumeKind>;
+  volumeExpansion: VolumeExpansionMode;
   /** The driver's own node first, then the further ones. */
   nodes: readonly string[];
 }
@@ -92,6 +102,14 @@ function kindsOption(given: readonly string[] | undefined): Set<VolumeKind> {
     }
   }
   return new Set(kinds as VolumeKind[]);
+}
+
+function expansionOption(given: string | undefined): VolumeExpansionMode {
+  const mode = given ?? "ONLINE";
+  if (mode !== "ONLINE" && mode !== "OFFLINE" && mode !== "NONE") {
+    throw new Error(`volumeExpansion must be ONLINE, OFFLINE or NONE, got ${JSON.stringify(mode)}`);
+  }
+  return mode;
 }
 
 /** The per-segment pools the options ask for; throws on sizes that make no sense. */
@@ -122,6 +140,7 @@ export function resolveConfig(options: CsiDriverOptions): DriverConfig {
     defaultVolumeBytes: sizeOption("defaultVolumeBytes", options.defaultVolumeBytes, GiB),
     maxVolumesPerNode: sizeOption("maxVolumesPerNode", options.maxVolumesPerNode, 0),
     nodeExpansionKinds: kindsOption(options.nodeExpansionKinds),
+    volumeExpansion: expansionOption(options.volumeExpansion),
     nodes: [...new Set([nodeId, ...(options.nodes ?? [])])],
   };
 }

@@ -6,6 +6,7 @@ import type {
   GetPluginInfoResponse,
   NodeGetCapabilitiesResponse,
   NodeGetInfoResponse,
+  PluginCapability,
   ProbeResponse,
 } from "../../shared/csi/types.ts";
 import type { DriverConfig } from "./config.ts";
@@ -15,7 +16,12 @@ export function pluginInfo(config: DriverConfig): GetPluginInfoResponse {
 }
 
 export function pluginCapabilities(config: DriverConfig): GetPluginCapabilitiesResponse {
-  return { capabilities: [...config.pluginCapabilities].map((type) => ({ service: { type } })) };
+  const capabilities: PluginCapability[] = [...config.pluginCapabilities].map((type) => ({
+    service: { type },
+  }));
+  if (config.volumeExpansion !== "NONE")
+    capabilities.push({ volumeExpansion: { type: config.volumeExpansion } });
+  return { capabilities };
 }
 
 export function probe(ready: boolean): ProbeResponse {

@@ -59,6 +59,10 @@ const handle = await startCsiDriver({
     "nodeExpansionKinds",
     list(process.env.CSI_NODE_EXPANSION_KINDS) as ("mount" | "block")[] | undefined,
   ),
+  ...optional(
+    "volumeExpansion",
+    process.env.CSI_VOLUME_EXPANSION as "ONLINE" | "OFFLINE" | "NONE" | undefined,
+  ),
   // Further nodes, each with a node plugin on <dir>/node-<name>.sock.
   ...(process.env.CSI_NODES ? { nodes: list(process.env.CSI_NODES) } : {}),
 });

@@ -26,6 +26,7 @@ import { volumeMessage } from "./convert.ts";
 import { CsiError, invalidArgument, notFound } from "./errors.ts";
 import { checkMutableParameters, mutableParametersProblem } from "./mutable-parameters.ts";
 import { paginate } from "./paging.ts";
+import type { VolumeRecord } from "./state.ts";
 import { resizeBacking } from "./storage.ts";
 import { capabilitiesKind, capabilityProblem, capacityRange, requireField } from "./validate.ts";
 
@@ -68,6 +69,7 @@ export async function expandVolume(
   }
   // Volumes never shrink; a request at or below the size is already done.
   if (target > volume.capacityBytes) {
+    if (ctx.config.volumeExpansion === "OFFLINE") refuseInUse(method, volume);
     if (target > ctx.config.maxVolumeBytes) {
       throw new CsiError(
         "OUT_OF_RANGE",
@@ -88,6 +90,20 @@ export async function expandVolume(
     ctx.store.changed();
   }
   return { capacityBytes: BigInt(volume.capacityBytes), nodeExpansionRequired: needsNode };
+}
+
+/** An offline-only driver grows a volume only while no node uses it. */
+function refuseInUse(method: string, volume: VolumeRecord): void {
+  const nodes = new Set([
+    ...Object.keys(volume.publishedNodes),
+    ...Object.keys(volume.nodeStaged ?? {}),
+    ...Object.keys(volume.nodeMounts ?? {}),
+  ]);
+  if (nodes.size === 0) return;
+  throw new CsiError(
+    "FAILED_PRECONDITION",
+    `${method}: volume ${volume.id} is in use on node(s) ${[...nodes].sort().join(", ")}; this driver only expands volumes offline`,
+  );
 }
 
 /**

@@ -51,13 +51,12 @@ describe("Identity and Node", () => {
     const info = await csi.call("Identity", "GetPluginInfo");
     assert.equal(info.name, "hostpath.csi.k8s.io");
     assert.ok(info.vendor_version);
-    const caps = await csi.call<{ capabilities: { service: { type: string } }[] }>(
-      "Identity",
-      "GetPluginCapabilities",
-    );
+    const caps = await csi.call<{
+      capabilities: { service?: { type: string }; volume_expansion?: { type: string } }[];
+    }>("Identity", "GetPluginCapabilities");
     assert.deepEqual(
-      caps.capabilities.map((c) => c.service.type),
-      ["CONTROLLER_SERVICE", "VOLUME_ACCESSIBILITY_CONSTRAINTS"],
+      caps.capabilities.map((c) => c.service?.type ?? `volume_expansion ${c.volume_expansion?.type}`),
+      ["CONTROLLER_SERVICE", "VOLUME_ACCESSIBILITY_CONSTRAINTS", "volume_expansion ONLINE"],
     );
     assert.deepEqual(await csi.call("Identity", "Probe"), { ready: { value: true } });
     handle.driver.setReady(false);

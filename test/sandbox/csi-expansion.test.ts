@@ -264,6 +264,33 @@ describe("driver shapes", () => {
     );
   });
 
+  it("OFFLINE expansion: advertised, and ControllerExpandVolume refuses a volume in use with FAILED_PRECONDITION", async () => {
+    const { h, c } = await other("offline", { volumeExpansion: "OFFLINE" });
+    const caps = await c.call<{ capabilities: { volume_expansion?: { type: string } }[] }>(
+      "Identity",
+      "GetPluginCapabilities",
+    );
+    assert.deepEqual(
+      caps.capabilities.flatMap((cap) => (cap.volume_expansion ? [cap.volume_expansion.type] : [])),
+      ["OFFLINE"],
+    );
+    const id = await createOn(c, MiB);
+    await c.call("Controller", "ControllerPublishVolume", {
+      volume_id: id,
+      node_id: h.driver.config.nodeId,
+      volume_capability: mountCap(),
+    });
+    await rejectsWith(expandOn(c, id, 2 * MiB), "FAILED_PRECONDITION", /in use on node\(s\) sandbox-node/);
+    assert.equal(backingOf(h, id).capacityBytes, MiB);
+    // A request it need not act on is still fine; once unpublished it grows.
+    assert.equal((await expandOn(c, id, MiB)).capacity_bytes, String(MiB));
+    await c.call("Controller", "ControllerUnpublishVolume", {
+      volume_id: id,
+      node_id: h.driver.config.nodeId,
+    });
+    assert.equal((await expandOn(c, id, 2 * MiB)).capacity_bytes, String(2 * MiB));
+  });
+
   it("keeps the sizes and mutable parameters across a restart", async () => {
     const at = join(dir, "restart");
     let h = await startCsiDriver({ dir: at });
