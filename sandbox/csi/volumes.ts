@@ -58,6 +58,11 @@ export async function expandVolume(
   if (target === 0) throw invalidArgument(`${method}: capacity_range.required_bytes missing in request`);
   const volume = ctx.store.volumes.get(id);
   if (!volume) throw notFound(`${method}: volume ${id} does not exist`);
+  // The resizer sends block or mount from the PV's volumeMode; the other kind is a caller's mistake.
+  const asked = req.volumeCapability?.accessType;
+  if (asked && asked !== volume.kind) {
+    throw invalidArgument(`${method}: volume ${id} is a ${volume.kind} volume, not ${asked}`);
+  }
   // A filesystem grows on the node; only a node plugin that can do it is asked to.
   const needsNode =
     ctx.config.nodeExpansionKinds.has(volume.kind) && ctx.config.nodeCapabilities.has("EXPAND_VOLUME");

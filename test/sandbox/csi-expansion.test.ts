@@ -143,6 +143,15 @@ describe("ControllerExpandVolume", () => {
       /volume_id missing/,
     );
     await rejectsWith(expand("no-such-volume", 2 * MiB), "NOT_FOUND");
+    await rejectsWith(
+      controller.call("Controller", "ControllerExpandVolume", {
+        volume_id: id,
+        capacity_range: { required_bytes: 2 * MiB },
+        volume_capability: blockCap(),
+      }),
+      "INVALID_ARGUMENT",
+      /mount volume, not block/,
+    );
     await rejectsWith(expand(id, 11 * GiB), "OUT_OF_RANGE", /maximum volume size/);
     assert.equal(backing(id).capacityBytes, MiB);
   });
