@@ -51,7 +51,7 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, tim
   throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
 }
 
-function claim(name: string, vac?: string): PersistentVolumeClaim {
+function claim(name: string, o: { vac?: string; block?: boolean } = {}): PersistentVolumeClaim {
   return {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
@@ -60,7 +60,8 @@ function claim(name: string, vac?: string): PersistentVolumeClaim {
       accessModes: ["ReadWriteOnce"],
       resources: { requests: { storage: "1Gi" } },
       storageClassName: "expandable",
-      ...(vac ? { volumeAttributesClassName: vac } : {}),
+      ...(o.vac ? { volumeAttributesClassName: o.vac } : {}),
+      ...(o.block ? { volumeMode: "Block" } : {}),
     },
   };
 }
@@ -117,16 +118,20 @@ describe("volume expansion and VolumeAttributesClass, end to end over the sandbo
   /** A claim of class "expandable" and a pod using it, Running. */
   async function inUse(
     name: string,
-    vac?: string,
+    o: { vac?: string; block?: boolean } = {},
   ): Promise<{ claim: PersistentVolumeClaim; pv: PersistentVolume }> {
-    await system.kube.create(persistentVolumeClaims, claim(name, vac));
-    await system.kube.create(pods, pod(`${name}-user`, name));
-    await waitFor(`pod ${name}-user Running`, async () => {
-      const p = await system.kube.get<Pod>(pods, `${name}-user`, ns);
-      return p.status?.phase === "Running" ? true : undefined;
-    });
+    await system.kube.create(persistentVolumeClaims, claim(name, o));
+    await runPod(`${name}-user`, name);
     const c = await getClaim(name);
     return { claim: c, pv: await getVolume(c.spec.volumeName ?? "") };
+  }
+
+  async function runPod(name: string, claimName: string): Promise<void> {
+    await system.kube.create(pods, pod(name, claimName));
+    await waitFor(`pod ${name} Running`, async () => {
+      const p = await system.kube.get<Pod>(pods, name, ns);
+      return p.status?.phase === "Running" ? true : undefined;
+    });
   }
 
   /** Waits until the claim's expansion has settled at `size` (capacity, no statuses, no conditions). */
@@ -223,6 +228,52 @@ describe("volume expansion and VolumeAttributesClass, end to end over the sandbo
     assert.ok(!lines.some((l) => l.startsWith("Warning")), lines.join("\n"));
   });
 
+  it("a block volume needs no node step: the resizer finishes it (VolumeResizeSuccessful)", async () => {
+    const { claim: c, pv } = await inUse("raw", { block: true });
+    await patchClaim("raw", { resources: { requests: { storage: "2Gi" } } });
+    await settledAt("raw", "2Gi");
+    assert.equal((await getVolume(pv.metadata.name)).spec.capacity?.storage, "2Gi");
+    const v = await backing(pv.spec.csi?.volumeHandle ?? "");
+    assert.equal(v.capacityBytes, 2 * GiB);
+    const reasons = await reasonsOf(c.metadata.uid ?? "");
+    const resizer = reasons.filter((r) => !/WaitForPodScheduled|ProvisioningSucceeded/.test(r));
+    assert.deepEqual(resizer, ["Normal Resizing", "Normal VolumeResizeSuccessful"]);
+  });
+
+  it("with no pod the filesystem waits (FileSystemResizePending) and the next pod's mount expands it", async () => {
+    const { claim: c, pv } = await inUse("offline");
+    await system.kube.delete(pods, "offline-user", ns);
+    await waitFor("pod offline-user gone", async () =>
+      (await system.kube.list<Pod>(pods, { namespace: ns })).items.some(
+        (p) => p.metadata.name === "offline-user",
+      )
+        ? undefined
+        : true,
+    );
+    await patchClaim("offline", { resources: { requests: { storage: "2Gi" } } });
+    const pending = await waitFor("NodeResizePending", async () => {
+      const got = await getClaim("offline");
+      return got.status?.allocatedResourceStatuses?.storage === "NodeResizePending" ? got : undefined;
+    });
+    assert.equal(pending.status?.capacity?.storage, "1Gi");
+    const fsPending = (pending.status?.conditions ?? []).find((x) => x.type === "FileSystemResizePending");
+    assert.equal(
+      fsPending?.message,
+      "Waiting for user to (re-)start a pod to finish file system resize of volume on node.",
+    );
+    // Nobody mounts it: it stays so (a resync or two later too).
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.equal((await getClaim("offline")).status?.capacity?.storage, "1Gi");
+    const handle = pv.spec.csi?.volumeHandle ?? "";
+    assert.equal((await backing(handle)).nodeCapacityBytes, GiB);
+
+    await runPod("offline-user-2", "offline");
+    await settledAt("offline", "2Gi");
+    assert.equal((await backing(handle)).nodeCapacityBytes, 2 * GiB);
+    const reasons = await reasonsOf(c.metadata.uid ?? "");
+    assert.ok(reasons.includes("Normal FileSystemResizeSuccessful"), reasons.join("\n"));
+  });
+
   it("an infeasible expansion is reported, then the user lowers the request and the claim recovers", async () => {
     const { claim: c, pv } = await inUse("toobig");
     const handle = pv.spec.csi?.volumeHandle ?? "";
@@ -269,7 +320,7 @@ describe("volume expansion and VolumeAttributesClass, end to end over the sandbo
   });
 
   it("a VolumeAttributesClass change reaches the driver; an infeasible one is reported and rolled back", async () => {
-    const { claim: c, pv } = await inUse("tiered", "tier-a");
+    const { claim: c, pv } = await inUse("tiered", { vac: "tier-a" });
     const handle = pv.spec.csi?.volumeHandle ?? "";
     assert.equal(pv.spec.volumeAttributesClassName, "tier-a");
     assert.deepEqual((await backing(handle)).mutableParameters, { tier: "standard" });
