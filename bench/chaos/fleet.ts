@@ -7,12 +7,13 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { sleep } from "./options.ts";
 
-export type ControllerName = "binder" | "provisioner" | "attacher" | "attach-detach";
+export type ControllerName = "binder" | "provisioner" | "attacher" | "attach-detach" | "resizer";
 export const controllerNames: readonly ControllerName[] = [
   "binder",
   "provisioner",
   "attacher",
   "attach-detach",
+  "resizer",
 ];
 
 const serveScript = fileURLToPath(new URL("../../functions/serve.ts", import.meta.url));

@@ -31,14 +31,30 @@
 //   entries listed at any moment without an attached VolumeAttachment (watchdog).
 // - attachmentsLeft: VolumeAttachments left, and volumes the driver still
 //   has published, once every pod is gone.
+// - resizesLost: Bound claims of the run whose request R is not met: PV
+//   capacity, claim status.capacity or the driver's file system below R
+//   (node expansion is finished by then: the harness ran a pod on every
+//   claim waiting for it), or resize conditions (Resizing,
+//   FileSystemResizePending, ControllerResizeError, NodeResizeError) or
+//   allocatedResourceStatuses left on the claim.
+// - volumesShrunk: a PV capacity, claim status.capacity, driver volume size
+//   or driver file system size that ever went down (watchdog), or a driver
+//   volume smaller than its PV at the end or at any moment (driverBelowPv).
+// - modificationsLost: Bound claims of the run with a VolumeAttributesClass
+//   V where the PV's spec.volumeAttributesClassName or the claim's
+//   status.currentVolumeAttributesClassName is not V, modifyVolumeStatus or
+//   a ModifyVolumeError / ModifyingVolume condition is left, or the driver's
+//   volume does not carry V's parameters.
 import type { BackingVolume } from "../../sandbox/csi/driver.ts";
 import { volumesAttachedMismatch } from "../../shared/attach-detach/volumes-attached.ts";
+import { isValidQuantity, parseQuantityBytes } from "../../shared/kube/quantity.ts";
 import type {
   CSIDriver,
   Node,
   PersistentVolume,
   PersistentVolumeClaim,
   VolumeAttachment,
+  VolumeAttributesClass,
 } from "../../shared/kube/types.ts";
 import type { Trace } from "./trace.ts";
 import type { WatchdogReport } from "./watchdog.ts";
@@ -51,6 +67,7 @@ export interface EndState {
   drivers: CSIDriver[];
   pods: number;
   backingVolumes: BackingVolume[];
+  attributeClasses: VolumeAttributesClass[];
 }
 
 export interface Expectations {
@@ -76,6 +93,9 @@ export const invariantNames = [
   "churnClaimsStuck",
   "nodeVolumesAttached",
   "attachmentsLeft",
+  "resizesLost",
+  "volumesShrunk",
+  "modificationsLost",
 ] as const;
 export type InvariantName = (typeof invariantNames)[number];
 
@@ -88,6 +108,8 @@ export interface Example {
 
 export interface InvariantResult {
   counts: Record<InvariantName, number>;
+  /** Every object behind each count. */
+  objects: Record<InvariantName, string[]>;
   examples: Partial<Record<InvariantName, Example[]>>;
 }
 
@@ -101,9 +123,13 @@ export function checkInvariants(
 ): InvariantResult {
   const found = new Map<InvariantName, Map<string, Example>>(invariantNames.map((n) => [n, new Map()]));
   // Objects are PV names, claim keys or volume handles; the trace files driver calls under the PV's name.
-  const add = (name: InvariantName, object: string, detail: string): void => {
+  const add = (name: InvariantName, object: string, detail: string, alsoOf?: string): void => {
     const m = found.get(name)!;
-    if (!m.has(object)) m.set(object, { object, detail, timeline: trace.of(trace.keyOfHandle(object)) });
+    if (m.has(object)) return;
+    const timeline = trace.of(trace.keyOfHandle(object));
+    // A claim's story is half in its PV's (sizes, classes, driver calls).
+    if (alsoOf) timeline.push(...trace.of(alsoOf).map((line) => `${alsoOf}: ${line}`));
+    m.set(object, { object, detail, timeline });
   };
 
   const pvByName = new Map(end.volumes.map((v) => [v.metadata.name, v]));
@@ -259,6 +285,8 @@ export function checkInvariants(
     }
   }
 
+  checkResizes(end, expect, seen, add);
+
   const counts = Object.fromEntries(invariantNames.map((n) => [n, found.get(n)!.size])) as Record<
     InvariantName,
     number
@@ -268,5 +296,93 @@ export function checkInvariants(
     const list = [...found.get(n)!.values()];
     if (list.length > 0) examples[n] = list.slice(0, 5);
   }
-  return { counts, examples };
+  const objects = Object.fromEntries(invariantNames.map((n) => [n, [...found.get(n)!.keys()]])) as Record<
+    InvariantName,
+    string[]
+  >;
+  return { counts, objects, examples };
+}
+
+const resizeConditionTypes = [
+  "Resizing",
+  "FileSystemResizePending",
+  "ControllerResizeError",
+  "NodeResizeError",
+];
+const modifyConditionTypes = ["ModifyVolumeError", "ModifyingVolume"];
+
+function bytesOf(q: string | undefined): number | undefined {
+  return q !== undefined && isValidQuantity(q) ? Number(parseQuantityBytes(q)) : undefined;
+}
+
+/** resizesLost, volumesShrunk and modificationsLost (issue 18). */
+function checkResizes(
+  end: EndState,
+  expect: Expectations,
+  seen: WatchdogReport,
+  add: (name: InvariantName, object: string, detail: string, alsoOf?: string) => void,
+): void {
+  const pvByName = new Map(end.volumes.map((v) => [v.metadata.name, v]));
+  const backingOf = new Map(end.backingVolumes.map((b) => [b.volumeId, b]));
+  const classByName = new Map(end.attributeClasses.map((c) => [c.metadata.name, c]));
+  const main = new Set(expect.mainClaims);
+
+  for (const v of seen.shrunk) add("volumesShrunk", v.object, `at ${v.atMs} ms, ${v.detail}`);
+  for (const v of seen.driverBelowPv) add("volumesShrunk", v.object, `at ${v.atMs} ms, ${v.detail}`);
+  for (const pv of end.volumes) {
+    const b = pv.spec.csi ? backingOf.get(pv.spec.csi.volumeHandle) : undefined;
+    const size = bytesOf(pv.spec.capacity?.storage);
+    if (b && size !== undefined && b.capacityBytes < size)
+      add(
+        "volumesShrunk",
+        pv.metadata.name,
+        `at the end the driver's volume has ${b.capacityBytes} bytes, the PV ${size}`,
+      );
+  }
+
+  for (const c of end.claims) {
+    const key = keyOf(c);
+    if (!main.has(key) || c.status?.phase !== "Bound") continue;
+    const pv = c.spec.volumeName ? pvByName.get(c.spec.volumeName) : undefined;
+    if (!pv) continue;
+    const b = pv.spec.csi ? backingOf.get(pv.spec.csi.volumeHandle) : undefined;
+    const request = c.spec.resources?.requests?.storage;
+    const r = bytesOf(request) ?? 0;
+    const problems: string[] = [];
+    if ((bytesOf(pv.spec.capacity?.storage) ?? 0) < r)
+      problems.push(`PV capacity ${pv.spec.capacity?.storage}`);
+    if ((bytesOf(c.status?.capacity?.storage) ?? 0) < r)
+      problems.push(`claim capacity ${c.status?.capacity?.storage}`);
+    if (b && b.kind === "mount" && b.nodeCapacityBytes < r)
+      problems.push(`driver file system ${b.nodeCapacityBytes} bytes`);
+    const statuses = c.status?.allocatedResourceStatuses ?? {};
+    if (Object.keys(statuses).length > 0)
+      problems.push(`allocatedResourceStatuses ${JSON.stringify(statuses)}`);
+    const left = (c.status?.conditions ?? [])
+      .map((x) => String(x.type))
+      .filter((t) => resizeConditionTypes.includes(t));
+    if (left.length > 0) problems.push(`conditions ${left.join(", ")}`);
+    if (problems.length > 0)
+      add("resizesLost", key, `request ${request}: ${problems.join("; ")}`, pv.metadata.name);
+
+    const vac = c.spec.volumeAttributesClassName;
+    if (!vac) continue;
+    const wrong: string[] = [];
+    if (pv.spec.volumeAttributesClassName !== vac)
+      wrong.push(`PV class ${pv.spec.volumeAttributesClassName ?? "none"}`);
+    if (c.status?.currentVolumeAttributesClassName !== vac)
+      wrong.push(`current class ${c.status?.currentVolumeAttributesClassName ?? "none"}`);
+    if (c.status?.modifyVolumeStatus)
+      wrong.push(`modifyVolumeStatus ${JSON.stringify(c.status.modifyVolumeStatus)}`);
+    const modifyLeft = (c.status?.conditions ?? [])
+      .map((x) => String(x.type))
+      .filter((t) => modifyConditionTypes.includes(t));
+    if (modifyLeft.length > 0) wrong.push(`conditions ${modifyLeft.join(", ")}`);
+    const params = classByName.get(vac)?.parameters ?? {};
+    const applied = b?.mutableParameters ?? {};
+    if (Object.entries(params).some(([k, v]) => applied[k] !== v))
+      wrong.push(`driver parameters ${JSON.stringify(applied)}, class ${JSON.stringify(params)}`);
+    if (wrong.length > 0)
+      add("modificationsLost", key, `class ${vac}: ${wrong.join("; ")}`, pv.metadata.name);
+  }
 }

@@ -5,6 +5,13 @@
 export interface ChaosOptions {
   /** Claims that must end Bound: half matching pre-created static PVs, half dynamically provisioned. */
   claims: number;
+  /**
+   * Of the dynamic claims, the share of the expandable class with a
+   * VolumeAttributesClass that the workload grows and re-tiers once Bound.
+   */
+  resizableFraction: number;
+  /** Longest the resize workload waits to see a state (Infeasible, a class applied) before its next patch, ms. */
+  resizeStepTimeoutMs: number;
   /** Extra claims created and deleted again during the run (half static, half dynamic): reclaim and leak paths. */
   churnClaims: number;
   /** Function processes per controller. */
@@ -50,6 +57,8 @@ export interface ChaosOptions {
 export const defaultChaosOptions: ChaosOptions = {
   claims: 1000,
   churnClaims: 100,
+  resizableFraction: 0.5,
+  resizeStepTimeoutMs: 30_000,
   instances: 8,
   chaosSeconds: 60,
   boundFractionToEndChaos: 0.9,
@@ -133,6 +142,7 @@ export function checked(o: ChaosOptions): ChaosOptions {
     "csiErrorProbability",
     "csiAfterProbability",
     "duplicateProbability",
+    "resizableFraction",
   ] as const) {
     if (o[key] > 1) throw new Error(`${kebab(key)} is a probability (0..1)`);
   }

@@ -15,6 +15,7 @@ import { type Sandbox, startSandbox } from "../../sandbox/start.ts";
 import { CsiClient } from "../../shared/csi/client.ts";
 import { type Forwarder, startForwarder } from "../../shared/forwarder/index.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { parseQuantityBytes } from "../../shared/kube/quantity.ts";
 import {
   csiDrivers,
   events as eventsResource,
@@ -24,6 +25,7 @@ import {
   pods,
   storageClasses,
   volumeAttachments,
+  volumeAttributesClasses,
 } from "../../shared/kube/resources.ts";
 import type {
   CSIDriver,
@@ -33,6 +35,7 @@ import type {
   PersistentVolumeClaim,
   Pod,
   VolumeAttachment,
+  VolumeAttributesClass,
 } from "../../shared/kube/types.ts";
 import { createLogger } from "../../shared/log.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
@@ -41,14 +44,18 @@ import { Dispatcher, type DispatcherStats } from "./dispatcher.ts";
 import { type ControllerName, controllerNames, Fleet, type FleetStats } from "./fleet.ts";
 import { checkInvariants, type Example, type InvariantName } from "./invariants.ts";
 import { type ChaosOptions, sleep } from "./options.ts";
+import { type ResizePlan, type ResizeStats, ResizeWorkload, resizePlans } from "./resize-workload.ts";
 import { Trace } from "./trace.ts";
 import { Watchdog } from "./watchdog.ts";
 import {
+  attributeClass,
+  attributeClasses,
   type ClaimRole,
   claim,
   claimBytes,
   dynamicClass,
   eachLimited,
+  expandableClass,
   HarnessClient,
   namespace,
   pod,
@@ -61,6 +68,7 @@ const routedKinds: Record<ControllerName, string[]> = {
   provisioner: ["PersistentVolumeClaim", "PersistentVolume"],
   "attach-detach": ["Pod", "Node", "PersistentVolumeClaim", "PersistentVolume", "VolumeAttachment"],
   attacher: ["VolumeAttachment", "PersistentVolume"],
+  resizer: ["PersistentVolumeClaim", "PersistentVolume"],
 };
 
 export interface ChaosReport {
@@ -75,6 +83,8 @@ export interface ChaosReport {
     total: number;
     static: number;
     dynamic: number;
+    /** Of the dynamic ones, those of the expandable class with a VolumeAttributesClass (the resize workload's). */
+    resizable: number;
     churnCreatedAndDeleted: number;
     boundWhenChaosEnded: number;
     boundAtEnd: number;
@@ -113,6 +123,23 @@ export interface ChaosReport {
     lastResync: Record<string, unknown>;
   };
   watchdog: { changesSeen: number; attachedOnTwoNodes: number };
+  /** Expansions and VolumeAttributesClass changes (issue 18): what the workload asked, what the end state shows. */
+  resizes: ResizeStats & {
+    /** Resizable claims whose final request (above 1Gi) is met everywhere with nothing left on the claim. */
+    claimsExpanded: number;
+    /** Of the claims that went through an infeasible expansion, those at their lowered request at the end. */
+    infeasibleExpansionsRecovered: number;
+    /** Resizable claims whose final class (changed from A) is applied everywhere. */
+    claimsModified: number;
+    /** Of the claims that went through the infeasible class, those at their rolled-back class at the end. */
+    infeasibleModificationsRecovered: number;
+    /** Pods the harness ran after the settle to let the kubelet finish pending file system expansions. */
+    nodeExpansionPods: number;
+    nodeExpansionPodsNotRunning: string[];
+    /** The driver's calls of these kinds, and the faults injected into them. */
+    csiCalls: Record<string, number>;
+    csiInjected: Record<string, number>;
+  };
 }
 
 const writeVerbs = ["create", "update", "patch", "delete", "deletecollection"];
@@ -227,6 +254,95 @@ async function whyNotRunning(harness: HarnessClient, podName: string, claimName:
   ];
 }
 
+const resizeMethods = ["ControllerExpandVolume", "ControllerModifyVolume", "NodeExpandVolume"] as const;
+
+function pick<V>(
+  from: Partial<Record<string, V>>,
+  keys: readonly string[],
+  value: (v: V | undefined) => number,
+): Record<string, number> {
+  return Object.fromEntries(keys.map((k) => [k, value(from[k])]));
+}
+
+const GiB = 1024 ** 3;
+
+/** What the end state shows of the resize plans (the invariants say whether anything was lost). */
+function resizeOutcomes(
+  plans: readonly ResizePlan[],
+  claims: readonly PersistentVolumeClaim[],
+  broken: Record<InvariantName, string[]>,
+): {
+  claimsExpanded: number;
+  infeasibleExpansionsRecovered: number;
+  claimsModified: number;
+  infeasibleModificationsRecovered: number;
+} {
+  const lostResize = new Set(broken.resizesLost);
+  const lostModify = new Set(broken.modificationsLost);
+  const byName = new Map(claims.map((c) => [c.metadata.name, c]));
+  const out = {
+    claimsExpanded: 0,
+    infeasibleExpansionsRecovered: 0,
+    claimsModified: 0,
+    infeasibleModificationsRecovered: 0,
+  };
+  for (const plan of plans) {
+    const c = byName.get(plan.claim);
+    if (c?.status?.phase !== "Bound") continue;
+    const key = `${namespace}/${plan.claim}`;
+    const request = c.spec.resources?.requests?.storage;
+    const grown = request !== undefined && Number(parseQuantityBytes(request)) > claimBytes;
+    const capacity = c.status?.capacity?.storage;
+    const met =
+      grown &&
+      !lostResize.has(key) &&
+      capacity !== undefined &&
+      Number(parseQuantityBytes(capacity)) >= Number(parseQuantityBytes(request));
+    if (met) out.claimsExpanded++;
+    if (met && plan.growth === "infeasible" && Number(parseQuantityBytes(request)) === 2 * GiB)
+      out.infeasibleExpansionsRecovered++;
+    const vac = c.spec.volumeAttributesClassName;
+    const applied =
+      vac !== attributeClasses.a.name &&
+      !lostModify.has(key) &&
+      c.status?.currentVolumeAttributesClassName === vac;
+    if (applied) out.claimsModified++;
+    if (applied && (plan.retier === "a-b-c-b" || plan.retier === "a-c-b") && vac === attributeClasses.b.name)
+      out.infeasibleModificationsRecovered++;
+  }
+  return out;
+}
+
+/**
+ * Runs a pod on every claim whose file system waits for one (NodeResizePending or
+ * FileSystemResizePending), until Running, then deletes them and waits until they are gone.
+ */
+async function finishNodeExpansion(
+  harness: HarnessClient,
+  say: (line: string) => void,
+): Promise<{ pods: number; notRunning: string[] }> {
+  const waiting = (await harness.list<PersistentVolumeClaim>(persistentVolumeClaims)).filter(
+    (c) =>
+      c.status?.phase === "Bound" &&
+      (c.status.allocatedResourceStatuses?.storage === "NodeResizePending" ||
+        (c.status.conditions ?? []).some((x) => x.type === "FileSystemResizePending")),
+  );
+  if (waiting.length === 0) return { pods: 0, notRunning: [] };
+  say(`settle: ${waiting.length} claims wait for a pod to grow their file system; running one on each`);
+  const names = waiting.map((c) => ({ pod: `finish-${c.metadata.name}`, claim: c.metadata.name }));
+  await eachLimited(names, 8, (n) => harness.create(pods, pod(n.pod, n.claim)));
+  const running = new Set<string>();
+  const deadline = Date.now() + 60_000;
+  while (running.size < names.length && Date.now() < deadline) {
+    await sleep(250);
+    for (const p of await harness.list<Pod>(pods))
+      if (p.status?.phase === "Running") running.add(p.metadata.name);
+  }
+  await eachLimited(names, 8, (n) => harness.delete(pods, n.pod, namespace));
+  while ((await harness.list<Pod>(pods)).length > 0 && Date.now() < deadline + 60_000) await sleep(250);
+  return { pods: names.length, notRunning: names.filter((n) => !running.has(n.pod)).map((n) => n.pod) };
+}
+
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const t0 = Date.now();
   const random = seededRandom(options.seed);
@@ -268,7 +384,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const churnStatic = Math.floor(options.churnClaims / 2);
     const churnDynamic = options.churnClaims - churnStatic;
     const pad = (i: number): string => String(i).padStart(4, "0");
+    const resizableCount = Math.floor(dynamicCount * options.resizableFraction);
     await harness.create(storageClasses, dynamicClass(driverName));
+    await harness.create(storageClasses, expandableClass(driverName));
+    for (const which of ["a", "b", "c"] as const)
+      await harness.create(volumeAttributesClasses, attributeClass(driverName, which));
     const csi = await CsiClient.connect({
       endpoint: sandbox.csi.endpoint,
       timeoutMs: 30_000,
@@ -289,7 +409,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await harness.create(persistentVolumes, staticVolume(name, driverName, handle));
     });
     say(
-      `setup: ${staticVolumes.size} static PVs with backing volumes; starting ${options.instances}x4 functions`,
+      `setup: ${staticVolumes.size} static PVs with backing volumes; starting ${options.instances}x${controllerNames.length} functions`,
     );
 
     const fleet = new Fleet({
@@ -330,20 +450,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       Array.from({ length: count }, (_, i) => ({ name: `${prefix}-${pad(i)}`, role }));
     const mainClaims = [
       ...claimsOf("claim-s", staticCount, "static"),
-      ...claimsOf("claim-d", dynamicCount, "dynamic"),
+      ...claimsOf("claim-d", dynamicCount - resizableCount, "dynamic"),
+      ...claimsOf("claim-r", resizableCount, "resizable"),
     ];
     const churnClaims = [
       ...claimsOf("churn-s", churnStatic, "churn-static"),
       ...claimsOf("churn-d", churnDynamic, "churn-dynamic"),
     ];
     const trace = new Trace();
-    const unwrapDriver = trace.wrapDriver(sandbox.csi.driver);
-    cleanups.push(async () => unwrapDriver());
     const watchdog = new Watchdog({
       staticPvNames: staticVolumes.keys(),
       trackedClaims: mainClaims.map((c) => claimKey(c.name)),
       trace,
     });
+    // The driver's sizes, seen after every call that may change them: none may ever go down.
+    const noteDriverSizes = (volumeId?: string): void => {
+      for (const b of sandbox.csi.driver.listBackingVolumes()) {
+        if (volumeId === undefined || b.volumeId === volumeId)
+          watchdog.noteDriverVolume(b.volumeId, b.capacityBytes, b.nodeCapacityBytes);
+      }
+    };
+    noteDriverSizes();
+    const unwrapDriver = trace.wrapDriver(sandbox.csi.driver, noteDriverSizes);
+    cleanups.push(async () => unwrapDriver());
     watchdog.watch(sandbox.apiServer.store);
     cleanups.push(async () => watchdog.stop());
     const tSetup = Date.now();
@@ -449,6 +578,43 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     })();
 
+    // The resize workload's pods: like the churn's (same lifetimes, deleted by it), on the claim it grows.
+    let workloadPods = 0;
+    const startPod = async (claimName: string): Promise<boolean> => {
+      if (!chaosOn) return false;
+      const name = `pod-r${workloadPods++}-${claimName}`;
+      const lifetime =
+        options.podMinLifetimeMs + random() * (options.podMaxLifetimeMs - options.podMinLifetimeMs);
+      try {
+        await harness.create(pods, pod(name, claimName));
+        podCounts.created++;
+        livePods.set(name, Date.now() + lifetime);
+        return true;
+      } catch (err) {
+        say(`pod ${name} create failed: ${String(err)}`);
+        return false;
+      }
+    };
+    const resizeWorkload = new ResizeWorkload({
+      harness,
+      random,
+      claim: (name) => watchdog.claim(name),
+      startPod,
+      stepTimeoutMs: options.resizeStepTimeoutMs,
+      say,
+    });
+    let resized = false;
+    const resizing = resizeWorkload
+      .run(
+        resizePlans(
+          mainClaims.filter((c) => c.role === "resizable").map((c) => c.name),
+          random,
+        ),
+      )
+      .then(() => {
+        resized = true;
+      });
+
     const churnDeletions: Promise<void>[] = [];
     const toCreate = shuffle([...mainClaims, ...churnClaims], random);
     const creation = eachLimited(toCreate, options.createConcurrency, async (c) => {
@@ -481,6 +647,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
       if (!created) continue;
       if (elapsed < options.chaosSeconds) continue;
+      // The resize workload's waits are bounded by its step timeout; the chaos lasts until it is through.
+      if (!resized && elapsed < options.maxChaosSeconds) continue;
       if (bound >= options.boundFractionToEndChaos * options.claims || elapsed >= options.maxChaosSeconds)
         break;
     }
@@ -489,11 +657,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     // --- end of chaos: kills and pods stop, faults off, every pod goes ---
     chaosOn = false;
+    resizeWorkload.stop();
     await Promise.all([killer, podChurn, faultFlipper, ticker]);
     await Promise.all(churnDeletions);
     await fleet.restarts();
     await getJson(`${apiUrl}/_sandbox/faults`, { method: "DELETE" });
     await getJson(`${sandbox.csi.adminUrl}/faults`, { method: "DELETE" });
+    // Its last patches (a lowered request, a rolled-back class) go out now if the chaos cut the waits short.
+    await resizing;
     for (const name of [...livePods.keys()]) deletePod(name);
     await Promise.all([...podDeletions]);
     // Pods created by an attempt whose answer was lost exist without the harness knowing: list them.
@@ -519,48 +690,66 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     };
     let passes = 0;
-    let quiet = false;
-    let quietPasses = 0;
-    const settleDeadline = Date.now() + options.settleMaxSeconds * 1000;
-    while (passes < options.settleMaxPasses && Date.now() < settleDeadline) {
-      passes++;
-      const before = writeCounts(await counters()).objects;
-      await Promise.all(controllerNames.map((c) => resync(c)));
-      await drained();
-      const wrote = writeCounts(await counters()).objects - before;
-      quietPasses = wrote === 0 ? quietPasses + 1 : 0;
-      say(`settle: pass ${passes} wrote ${wrote} objects, ${watchdog.boundClaims}/${options.claims} bound`);
-      if (quietPasses < 2) continue;
-      // Quiet may only mean "backing off": wait for the latest retry-after a claim or attachment asked for.
-      const [cs, vas] = await Promise.all([
-        harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
-        harness.list<VolumeAttachment>(volumeAttachments),
-      ]);
-      const wait = pendingBackoffMs([...cs, ...vas], Date.now());
-      if (wait > 0 && Date.now() + wait < settleDeadline) {
-        say(`settle: quiet, but a retry is due in ${Math.ceil(wait / 1000)} s; waiting`);
-        await sleep(wait + 250);
-        quietPasses = 0;
-        continue;
+    const settle = async (): Promise<boolean> => {
+      let quietPasses = 0;
+      const settleDeadline = Date.now() + options.settleMaxSeconds * 1000;
+      for (let pass = 1; pass <= options.settleMaxPasses && Date.now() < settleDeadline; pass++) {
+        passes++;
+        const before = writeCounts(await counters()).objects;
+        await Promise.all(controllerNames.map((c) => resync(c)));
+        await drained();
+        const wrote = writeCounts(await counters()).objects - before;
+        quietPasses = wrote === 0 ? quietPasses + 1 : 0;
+        say(`settle: pass ${passes} wrote ${wrote} objects, ${watchdog.boundClaims}/${options.claims} bound`);
+        if (quietPasses < 2) continue;
+        // Quiet may only mean "backing off": wait for the latest retry-after a claim or attachment asked for.
+        const [cs, vas] = await Promise.all([
+          harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
+          harness.list<VolumeAttachment>(volumeAttachments),
+        ]);
+        const wait = pendingBackoffMs([...cs, ...vas], Date.now());
+        if (wait > 0 && Date.now() + wait < settleDeadline) {
+          say(`settle: quiet, but a retry is due in ${Math.ceil(wait / 1000)} s; waiting`);
+          await sleep(wait + 250);
+          quietPasses = 0;
+          continue;
+        }
+        return true;
       }
-      quiet = true;
-      break;
-    }
+      return false;
+    };
+    let quiet = await settle();
+    // A grown file system waits for a pod (FileSystemResizePending): as a user would, start one on
+    // every such claim, let the kubelet expand it, remove the pods, and settle again.
+    const finishing = await finishNodeExpansion(harness, say);
+    if (finishing.pods > 0) quiet = await settle();
     const tSettle = Date.now();
 
     // --- the verdict ---
-    const [claims, volumes, attachments, nodeList, drivers, podList, backing, driverStats, finalCounters] =
-      await Promise.all([
-        harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
-        harness.list<PersistentVolume>(persistentVolumes),
-        harness.list<VolumeAttachment>(volumeAttachments),
-        harness.list<Node>(nodes),
-        harness.list<CSIDriver>(csiDrivers),
-        harness.list<Pod>(pods),
-        getJson<{ volumes: BackingVolume[] }>(`${sandbox.csi.adminUrl}/volumes`),
-        getJson<DriverStats>(`${sandbox.csi.adminUrl}/stats`),
-        counters(),
-      ]);
+    noteDriverSizes();
+    const [
+      claims,
+      volumes,
+      attachments,
+      nodeList,
+      drivers,
+      podList,
+      backing,
+      driverStats,
+      finalCounters,
+      attributeClasses,
+    ] = await Promise.all([
+      harness.list<PersistentVolumeClaim>(persistentVolumeClaims),
+      harness.list<PersistentVolume>(persistentVolumes),
+      harness.list<VolumeAttachment>(volumeAttachments),
+      harness.list<Node>(nodes),
+      harness.list<CSIDriver>(csiDrivers),
+      harness.list<Pod>(pods),
+      getJson<{ volumes: BackingVolume[] }>(`${sandbox.csi.adminUrl}/volumes`),
+      getJson<DriverStats>(`${sandbox.csi.adminUrl}/stats`),
+      counters(),
+      harness.list<VolumeAttributesClass>(volumeAttributesClasses),
+    ]);
     const seen = watchdog.report();
     const result = checkInvariants(
       {
@@ -571,6 +760,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         drivers,
         pods: podList.length,
         backingVolumes: backing.volumes,
+        attributeClasses,
       },
       {
         mainClaims: mainClaims.map((c) => claimKey(c.name)),
@@ -607,6 +797,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         total: options.claims,
         static: staticCount,
         dynamic: dynamicCount,
+        resizable: resizableCount,
         churnCreatedAndDeleted: churnClaims.length,
         boundWhenChaosEnded,
         boundAtEnd: seen.boundClaims,
@@ -635,6 +826,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       },
       settle: { passes, quiet, resyncs, resyncFailures, lastResync },
       watchdog: { changesSeen: seen.changesSeen, attachedOnTwoNodes: seen.attachedOnTwoNodes.length },
+      resizes: {
+        ...resizeWorkload.stats,
+        ...resizeOutcomes(resizeWorkload.plans, claims, result.objects),
+        nodeExpansionPods: finishing.pods,
+        nodeExpansionPodsNotRunning: finishing.notRunning,
+        csiCalls: pick(driverStats.calls, resizeMethods, (n) => n ?? 0),
+        csiInjected: pick(driverStats.injected, resizeMethods, (v) => (v?.before ?? 0) + (v?.after ?? 0)),
+      },
     };
     say(`done: ok=${report.ok}`);
     return report;

@@ -17,8 +17,16 @@
 //   while no VolumeAttachment of that node for it says attached and is not
 //   being deleted: the kubelet mounts what that list names, so the entry must
 //   leave before the detach starts and come only after the attach.
+// - shrunk: a size that went down: a PV's spec.capacity, a claim's
+//   status.capacity, or a driver volume's size or file system size (the
+//   driver's sizes are reported by the harness after every call that may
+//   change them, noteDriverVolume).
+// - driverBelowPv: a PV whose capacity grew past what the driver's volume has
+//   (the PV may say a size only once the driver has it).
 import { resourceTypes } from "../../sandbox/apiserver/resources.ts";
 import type { KubeObject, ObjectStore, StoredChange } from "../../sandbox/apiserver/store.ts";
+import { isValidQuantity, parseQuantityBytes } from "../../shared/kube/quantity.ts";
+import type { PersistentVolumeClaim } from "../../shared/kube/types.ts";
 import type { Trace } from "./trace.ts";
 
 export interface Violation {
@@ -34,6 +42,8 @@ export interface WatchdogReport {
   pvBoundToTwoClaims: Violation[];
   staticPvDeleted: Violation[];
   listedNotAttached: Violation[];
+  shrunk: Violation[];
+  driverBelowPv: Violation[];
   /** Pods that went Running (their kubelet staged and published their volume). */
   podsRan: number;
   /** How many of the tracked claims are Bound right now. */
@@ -46,7 +56,9 @@ type FoundKind =
   | "attachedOnTwoNodes"
   | "pvBoundToTwoClaims"
   | "staticPvDeleted"
-  | "listedNotAttached";
+  | "listedNotAttached"
+  | "shrunk"
+  | "driverBelowPv";
 
 interface MaybeSpec {
   spec?: {
@@ -57,9 +69,16 @@ interface MaybeSpec {
     attacher?: unknown;
     claimRef?: { name?: unknown; uid?: unknown };
     csi?: { volumeHandle?: unknown };
+    capacity?: { storage?: unknown };
+    resources?: { requests?: { storage?: unknown } };
+    volumeAttributesClassName?: unknown;
   };
   status?: {
     phase?: unknown;
+    capacity?: { storage?: unknown };
+    allocatedResourceStatuses?: { storage?: unknown };
+    currentVolumeAttributesClassName?: unknown;
+    modifyVolumeStatus?: { status?: unknown; targetVolumeAttributesClassName?: unknown };
     attached?: unknown;
     attachError?: { message?: unknown };
     volumesAttached?: unknown;
@@ -81,6 +100,19 @@ function describe(c: StoredChange): string {
   if (claimRef) parts.push(`claimRef ${str(claimRef.name)}/${str(claimRef.uid)?.slice(0, 8)}`);
   const node = str(o.spec?.nodeName);
   if (node) parts.push(`node ${node} attached ${o.status?.attached === true}`);
+  // Sizes and classes, for the resize and modify invariants' timelines.
+  const request = str(o.spec?.resources?.requests?.storage);
+  if (request) parts.push(`request ${request}`);
+  const capacity = str(o.spec?.capacity?.storage) ?? str(o.status?.capacity?.storage);
+  if (capacity) parts.push(`capacity ${capacity}`);
+  const resizeStatus = str(o.status?.allocatedResourceStatuses?.storage);
+  if (resizeStatus) parts.push(resizeStatus);
+  const vac = str(o.spec?.volumeAttributesClassName);
+  if (vac) parts.push(`vac ${vac}`);
+  const currentVac = str(o.status?.currentVolumeAttributesClassName);
+  if (currentVac) parts.push(`currentVac ${currentVac}`);
+  const modify = o.status?.modifyVolumeStatus;
+  if (modify) parts.push(`modify ${str(modify.status)}→${str(modify.targetVolumeAttributesClassName)}`);
   const attachError = str(o.status?.attachError?.message);
   if (attachError) parts.push(`attachError ${attachError.slice(0, 80)}`);
   for (const [k, v] of Object.entries(m.annotations ?? {})) {
@@ -91,6 +123,10 @@ function describe(c: StoredChange): string {
 
 function str(v: unknown): string | undefined {
   return typeof v === "string" && v !== "" ? v : undefined;
+}
+
+function bytesOf(q: unknown): number | undefined {
+  return typeof q === "string" && isValidQuantity(q) ? Number(parseQuantityBytes(q)) : undefined;
 }
 
 function singleNode(pv: KubeObject): boolean {
@@ -120,12 +156,20 @@ export class Watchdog {
   private readonly boundClaimsByPv = new Map<string, Set<string>>();
   /** claim key -> the PV it was last seen Bound to. */
   private readonly claimBoundTo = new Map<string, string>();
+  /** Claim name (the run uses one namespace) -> its last state, for the workload to wait on. */
+  private readonly claims = new Map<string, PersistentVolumeClaim>();
+  /** "<kind> <name>" -> the last size seen, in bytes. */
+  private readonly sizes = new Map<string, number>();
+  /** Volume handle -> the driver's size, as last reported. */
+  private readonly driverSizes = new Map<string, number>();
   private readonly found: Record<FoundKind, Map<string, Violation>> = {
     rwoOnTwoNodes: new Map<string, Violation>(),
     attachedOnTwoNodes: new Map<string, Violation>(),
     pvBoundToTwoClaims: new Map<string, Violation>(),
     staticPvDeleted: new Map<string, Violation>(),
     listedNotAttached: new Map<string, Violation>(),
+    shrunk: new Map<string, Violation>(),
+    driverBelowPv: new Map<string, Violation>(),
   };
   private changes = 0;
   private unsubscribe: (() => void) | undefined;
@@ -192,6 +236,27 @@ export class Watchdog {
     );
   }
 
+  /** Records a size; one below the last seen for the same thing is a shrink. */
+  private size(what: string, bytes: number | undefined): void {
+    if (bytes === undefined) return;
+    const before = this.sizes.get(what);
+    if (before !== undefined && bytes < before)
+      this.record("shrunk", what, `went from ${before} to ${bytes} bytes`);
+    this.sizes.set(what, bytes);
+  }
+
+  /** The driver's volume sizes, after a call that may have changed them (or at the end). */
+  noteDriverVolume(handle: string, capacityBytes: number, nodeCapacityBytes: number): void {
+    this.size(`driver volume ${handle}`, capacityBytes);
+    this.size(`driver file system ${handle}`, nodeCapacityBytes);
+    this.driverSizes.set(handle, capacityBytes);
+  }
+
+  /** The claim as last seen, by name (undefined before it exists and after it is deleted). */
+  claim(name: string): PersistentVolumeClaim | undefined {
+    return this.claims.get(name);
+  }
+
   private onVolume(c: StoredChange): void {
     const name = c.object.metadata.name ?? "";
     const handle = str((c.object as MaybeSpec).spec?.csi?.volumeHandle);
@@ -201,9 +266,16 @@ export class Watchdog {
     }
     this.trace.add(name, describe(c));
     if (c.type === "DELETED") {
+      this.sizes.delete(`PV ${name}`);
       if (this.staticPvNames.has(name)) this.record("staticPvDeleted", name, "static Retain PV deleted");
       return;
     }
+    const capacity = bytesOf((c.object as MaybeSpec).spec?.capacity?.storage);
+    const grew = capacity !== undefined && capacity > (this.sizes.get(`PV ${name}`) ?? capacity);
+    this.size(`PV ${name}`, capacity);
+    const driverHas = handle ? this.driverSizes.get(handle) : undefined;
+    if (grew && driverHas !== undefined && capacity > driverHas)
+      this.record("driverBelowPv", name, `PV says ${capacity} bytes, the driver's volume has ${driverHas}`);
     this.pvSingleNode.set(name, singleNode(c.object));
     this.checkAttachments(name);
   }
@@ -212,6 +284,14 @@ export class Watchdog {
     const key = `${c.object.metadata.namespace}/${c.object.metadata.name}`;
     this.trace.add(key, describe(c));
     const o = c.object as MaybeSpec;
+    const name = c.object.metadata.name ?? "";
+    if (c.type === "DELETED") {
+      this.claims.delete(name);
+      this.sizes.delete(`claim ${key}`);
+    } else {
+      this.claims.set(name, c.object as PersistentVolumeClaim);
+      this.size(`claim ${key}`, bytesOf(o.status?.capacity?.storage));
+    }
     const nowBoundTo =
       c.type !== "DELETED" && o.status?.phase === "Bound" ? str(o.spec?.volumeName) : undefined;
     const before = this.claimBoundTo.get(key);
@@ -295,6 +375,8 @@ export class Watchdog {
       pvBoundToTwoClaims: [...this.found.pvBoundToTwoClaims.values()],
       staticPvDeleted: [...this.found.staticPvDeleted.values()],
       listedNotAttached: [...this.found.listedNotAttached.values()],
+      shrunk: [...this.found.shrunk.values()],
+      driverBelowPv: [...this.found.driverBelowPv.values()],
       podsRan: this.podsRan.size,
       boundClaims: this.boundClaims,
       changesSeen: this.changes,

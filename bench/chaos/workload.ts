@@ -4,16 +4,45 @@
 // harness's own API calls, which meet the same injected faults and so retry.
 import { isAlreadyExists, isNotFound, isTransient, statusCodeOf } from "../../shared/kube/api-errors.ts";
 import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import type { ResourceDescriptor } from "../../shared/kube/resources.ts";
+import { persistentVolumeClaims, type ResourceDescriptor } from "../../shared/kube/resources.ts";
 import type { KubeObject, PersistentVolume, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
 import { sleep } from "./options.ts";
 
 export const namespace = "default";
 export const dynamicClassName = "chaos-dynamic";
+/** The class of the claims the workload grows and re-tiers (issue 18). */
+export const expandableClassName = "chaos-expandable";
 export const claimSize = "1Gi";
 export const claimBytes = 1024 ** 3;
 
-export type ClaimRole = "static" | "dynamic" | "churn-static" | "churn-dynamic";
+export type ClaimRole = "static" | "dynamic" | "resizable" | "churn-static" | "churn-dynamic";
+
+/**
+ * The VolumeAttributesClasses of the run: A and B the sandbox driver
+ * accepts (same keys, so B's parameters replace A's), C one it refuses
+ * (tier "gold" is INVALID_ARGUMENT: an infeasible modification).
+ */
+export const attributeClasses = {
+  a: { name: "chaos-vac-a", parameters: { tier: "standard", iops: "1000" } },
+  b: { name: "chaos-vac-b", parameters: { tier: "premium", iops: "4000" } },
+  c: { name: "chaos-vac-c", parameters: { tier: "gold", iops: "9000" } },
+} as const;
+
+export function attributeClass(driverName: string, which: keyof typeof attributeClasses): KubeObject {
+  const { name, parameters } = attributeClasses[which];
+  return {
+    apiVersion: "storage.k8s.io/v1",
+    kind: "VolumeAttributesClass",
+    metadata: { name },
+    driverName,
+    parameters: { ...parameters },
+  };
+}
+
+/** Like the dynamic class, but claims of it may grow. */
+export function expandableClass(driverName: string): KubeObject {
+  return { ...dynamicClass(driverName), metadata: { name: expandableClassName }, allowVolumeExpansion: true };
+}
 
 export function dynamicClass(driverName: string): KubeObject {
   return {
@@ -45,6 +74,7 @@ export function staticVolume(name: string, driverName: string, volumeHandle: str
 
 export function claim(name: string, role: ClaimRole): PersistentVolumeClaim {
   const isStatic = role === "static" || role === "churn-static";
+  const resizable = role === "resizable";
   return {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
@@ -52,8 +82,9 @@ export function claim(name: string, role: ClaimRole): PersistentVolumeClaim {
     spec: {
       accessModes: ["ReadWriteOnce"],
       resources: { requests: { storage: claimSize } },
-      storageClassName: isStatic ? "" : dynamicClassName,
+      storageClassName: isStatic ? "" : resizable ? expandableClassName : dynamicClassName,
       volumeMode: "Filesystem",
+      ...(resizable ? { volumeAttributesClassName: attributeClasses.a.name } : {}),
     },
   };
 }
@@ -105,6 +136,13 @@ export class HarnessClient {
         if (!isAlreadyExists(err)) throw err;
       }
     });
+  }
+
+  /** A JSON merge patch of the claim's spec (what `kubectl patch` does for a user). */
+  async patchClaimSpec(name: string, spec: Record<string, unknown>): Promise<void> {
+    await this.retrying(true, () =>
+      this.kube.patch(persistentVolumeClaims, name, namespace, { spec }, "merge").then(() => undefined),
+    );
   }
 
   /** Deletes; an object already gone counts as deleted. */

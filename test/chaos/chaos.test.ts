@@ -5,6 +5,10 @@
 // issue's fault rates (API 10 % 409, 5 % 500/503; CSI 10 % UNAVAILABLE /
 // DEADLINE_EXCEEDED), a SIGKILL every ~2 s, up to 6 pods, placed by the sandbox scheduler and run by its kubelets on two nodes. Every
 // invariant must be 0, every claim Bound, the system quiet after resync.
+// Issue 18: the resizer runs in the fleet too, and half the dynamic claims
+// (6) are grown (once, twice, or past the driver's maximum and back down) and
+// re-tiered (A → B, or through the infeasible class C back to B), some with a
+// pod on them: no resize or modification lost, no size ever down.
 import assert from "node:assert/strict";
 import { it } from "node:test";
 import { checked, defaultChaosOptions } from "../../bench/chaos/options.ts";
@@ -32,6 +36,8 @@ it("chaos (reduced): every claim Bound, every invariant 0, quiet after resync", 
       settleMaxSeconds: 60,
       seed,
       createConcurrency: 8,
+      resizableFraction: 0.5,
+      resizeStepTimeoutMs: 10_000,
       verbose: false,
     }),
   );
@@ -51,5 +57,20 @@ it("chaos (reduced): every claim Bound, every invariant 0, quiet after resync", 
   // Pods go Running and away through the sandbox scheduler and kubelets: during the chaos as many
   // as its faults allow (reported, not required: a loaded machine may run none), and one after it.
   assert.ok(report.pods.ranAfterChaos && report.pods.goneAfterChaos, context);
+  // Issue 18: every resizable claim was grown and ended at its request; the infeasible ones recovered.
+  const r = report.resizes;
+  t.diagnostic(`resizes ${JSON.stringify(r)}`);
+  assert.equal(r.claims, 6, context);
+  assert.deepEqual(r.refusedPatches, [], context);
+  assert.ok(r.expansionsRequested >= r.claims - r.skipped.length, context);
+  assert.equal(r.claimsExpanded, r.claims - r.skipped.length, context);
+  assert.ok(r.infeasibleExpansions >= 1 && r.infeasibleModifications >= 1, context);
+  assert.equal(r.infeasibleExpansionsRecovered, r.infeasibleExpansions, context);
+  assert.equal(r.infeasibleModificationsRecovered, r.infeasibleModifications, context);
+  assert.ok(r.claimsModified >= 1 && r.modificationsRequested >= 1, context);
+  assert.ok(
+    (r.csiCalls.ControllerExpandVolume ?? 0) >= 1 && (r.csiCalls.ControllerModifyVolume ?? 0) >= 1,
+    context,
+  );
   assert.equal(report.ok, true, context);
 });
