@@ -121,6 +121,16 @@ describe("code scan", () => {
     // Only the secret reader of the provisioner's module, not its topology or snapshot reads.
     assert.ok(attacher.has("core/secrets:get"));
     assert.ok(!attacher.has("core/nodes:list"), "attacher reaches only readSecretData in load-request.ts");
+    // The resizer's merge patches of the claim's status, its class read and its in-use check.
+    const resizer = new Set(scanFunction("resizer").calls.map(permissionKey));
+    for (const key of [
+      "core/persistentvolumeclaims/status:patch",
+      "core/persistentvolumes:patch",
+      "storage.k8s.io/volumeattributesclasses:get",
+      "core/pods:list",
+      "core/secrets:get",
+    ])
+      assert.ok(resizer.has(key), `resizer: ${key}`);
     const synthetic = scanFiles(["shared/provisioner/runtime/source-protection.ts"]);
     assert.ok(
       synthetic.calls.some((c) => permissionKey(c) === "snapshot.storage.k8s.io/volumesnapshots:update"),
