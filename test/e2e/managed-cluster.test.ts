@@ -36,6 +36,7 @@ import {
   annBetaStorageProvisioner,
   annBindCompleted,
   annBoundByController,
+  annSelectedNode,
   annStorageProvisioner,
   provisioningFinalizer,
   pvcProtectionFinalizer,
@@ -436,5 +437,59 @@ describe("managed-cluster mode: our sidecar functions beside a (test-played) kub
     });
     assert.equal(c.spec.volumeName, pv.metadata.name);
     assert.ok(await backing(pv.spec.csi?.volumeHandle ?? ""), "the volume exists on the driver");
+  });
+
+  it("a WaitForFirstConsumer claim: the scheduler picks the node, kcm hands over, our provisioner creates it there", async () => {
+    await system.kube.create(storageClasses, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: "managed-wffc" },
+      provisioner: driver,
+      reclaimPolicy: "Delete",
+      volumeBindingMode: "WaitForFirstConsumer",
+    });
+    await system.kube.create<PersistentVolumeClaim>(persistentVolumeClaims, {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "late", namespace: ns },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        resources: { requests: { storage: "1Gi" } },
+        storageClassName: "managed-wffc",
+      },
+    });
+    // Admission hands over no WaitForFirstConsumer claim: that stays kcm's, after the scheduler's choice.
+    assert.equal((await getClaim("late")).metadata.annotations?.[annStorageProvisioner], undefined);
+    await system.kube.create<Pod>(pods, {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "late-user", namespace: ns },
+      spec: {
+        containers: [{ name: "app", image: "busybox" }],
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "late" } }],
+      },
+    });
+    const selected = await waitFor("the scheduler's selected-node", async () => {
+      const c = await getClaim("late");
+      return c.metadata.annotations?.[annSelectedNode];
+    });
+    assert.equal(await kcmHandOver("late"), true);
+    const pv = await kcmBind("late");
+    const v = await backing(pv.spec.csi?.volumeHandle ?? "");
+    assert.ok(v, "the volume exists on the driver");
+    const nodeName = await waitFor("pod scheduled", async () => {
+      const p = await system.kube.get<Pod>(pods, "late-user", ns);
+      return p.spec.nodeName || undefined;
+    });
+    assert.equal(nodeName, selected, "the pod goes where the volume was made");
+    assert.ok(
+      v.accessibleTopology.some((t) => Object.values(t).includes(selected)),
+      `created in the selected node's segment: ${JSON.stringify(v.accessibleTopology)}`,
+    );
+    await kcmAttach(pv, nodeName);
+    await waitFor("pod Running", async () => {
+      const p = await system.kube.get<Pod>(pods, "late-user", ns);
+      return p.status?.phase === "Running" ? true : undefined;
+    });
   });
 });
