@@ -64,13 +64,15 @@ function applyStrategic(objects: Manifest[], patch: Record<string, unknown>, whe
     if (key === "apiVersion" || key === "kind" || key === "metadata") continue;
     if (key === "rules" && target.kind === "ClusterRole") target.rules = structuredClone(value);
     else if (key === "webhooks" && Array.isArray(value) && Array.isArray(target.webhooks)) {
+      let hooks: unknown[] = target.webhooks;
       for (const entry of value) {
         if (!isRecord(entry) || entry.$patch !== "delete" || typeof entry.name !== "string")
           throw new Error(`${where}: only \`$patch: delete\` of a webhook by name is read here`);
-        const before = target.webhooks.length;
-        target.webhooks = target.webhooks.filter((w) => !isRecord(w) || w.name !== entry.name);
-        if (target.webhooks.length !== before - 1) throw new Error(`${where}: no webhook ${entry.name}`);
+        const before = hooks.length;
+        hooks = hooks.filter((w) => !isRecord(w) || w.name !== entry.name);
+        if (hooks.length !== before - 1) throw new Error(`${where}: no webhook ${entry.name}`);
       }
+      target.webhooks = hooks;
     } else throw new Error(`${where}: field ${key} of ${target.kind} is not read here`);
   }
 }
