@@ -301,7 +301,9 @@ function fail(s: ExpandState, pv: PersistentVolume, target: string, failure: Csi
       conditions: mergeResizeConditions(conditionsOf(claim), [error], true),
     };
     if (infeasible) status.allocatedResourceStatuses = { storage: "ControllerResizeInfeasible" };
-    steps.push(statusStep(claim, status, false));
+    // Upstream's write here has no RV, but its strategic merge touches only this condition; our
+    // merge patch replaces the list, so it must not land on a claim changed since the read.
+    steps.push(statusStep(claim, status, true));
   }
   const { annotations, delaySeconds } = failureAnnotations(claim, "expand", target, s.now, s.retryInterval, {
     slow: infeasible,

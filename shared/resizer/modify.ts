@@ -73,7 +73,8 @@ export function planModification(s: ModifyState): ResizerPlan {
     const conditions = conditionsOf(claim).filter((c) => c.type !== condition.modifyingVolume);
     return {
       steps: [
-        statusStep(claim, { conditions }, false),
+        // Conditional: a merge patch replaces the whole list (upstream's strategic merge does not).
+        statusStep(claim, { conditions }, true),
         { op: "event", claim, type: "Normal", reason: reason.modifyCanceled, message: "Cancelled modify." },
       ],
       outcome: "modification cancelled",
@@ -190,10 +191,11 @@ function finish(s: ModifyState, pv: PersistentVolume, target: string): ResizerPl
   return {
     steps: [
       ...(Object.keys(cleared).length > 0 ? [annotationsStep(claim, cleared)] : []),
+      // Conditional, as the cancel above: a stale list would bring back conditions others removed.
       statusStep(
         claim,
         { modifyVolumeStatus: null, currentVolumeAttributesClassName: target, conditions },
-        false,
+        true,
       ),
       {
         op: "event",

@@ -344,13 +344,13 @@ describe("expansion decisions", () => {
       again: true,
     },
     {
-      name: "1-12 infeasible (OutOfRange): ControllerResizeInfeasible + ControllerResizeError (no RV), slow backoff, Warning",
+      name: "1-12 infeasible (OutOfRange): ControllerResizeInfeasible + ControllerResizeError (on the RV read: a merge patch replaces the conditions), slow backoff, Warning",
       claim: claim({ allocated: "2Gi", status: "ControllerResizeInProgress", conditions: [resizing] }),
       carried: { kind: "expand-failed", target: "2Gi", failure: rpcError(11, "OutOfRange", "too big") },
       steps: [
         {
           op: "patch-claim-status",
-          conditional: false,
+          conditional: true,
           status: {
             conditions: [
               resizing,
@@ -397,7 +397,7 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: false,
+          conditional: true,
           status: {
             conditions: [
               resizing,
@@ -645,7 +645,7 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: false,
+          conditional: true,
           status: {
             conditions: [
               resizing,
@@ -875,7 +875,7 @@ describe("modification decisions", () => {
         },
         {
           op: "patch-claim-status",
-          conditional: false,
+          conditional: true,
           status: {
             modifyVolumeStatus: null,
             currentVolumeAttributesClassName: "gold",
