@@ -83,6 +83,12 @@ function accessModes(path: readonly string[]): Column {
 
 const phase = field("Status", "phase", ["status", "phase"]);
 const storageClassName = field("StorageClass", "storageClassName", ["spec", "storageClassName"]);
+const volumeAttributesClass: Column = {
+  name: "VolumeAttributesClass",
+  type: "string",
+  description: "volumeAttributesClassName",
+  cell: (o) => str(at(o, "spec", "volumeAttributesClassName"), "<unset>"),
+};
 
 const columnsByPlural: Record<string, Column[]> = {
   persistentvolumes: [
@@ -101,8 +107,10 @@ const columnsByPlural: Record<string, Column[]> = {
       },
     },
     storageClassName,
+    volumeAttributesClass,
     field("Reason", "reason", ["status", "reason"]),
     ageColumn,
+    { ...field("VolumeMode", "volumeMode", ["spec", "volumeMode"]), priority: 1 },
   ],
   persistentvolumeclaims: [
     name,
@@ -111,6 +119,7 @@ const columnsByPlural: Record<string, Column[]> = {
     field("Capacity", "capacity", ["status", "capacity", "storage"]),
     accessModes(["status", "accessModes"]),
     storageClassName,
+    volumeAttributesClass,
     ageColumn,
     { ...field("VolumeMode", "volumeMode", ["spec", "volumeMode"]), priority: 1 },
   ],
@@ -132,6 +141,13 @@ const columnsByPlural: Record<string, Column[]> = {
       description: "allowVolumeExpansion",
       cell: (o) => String(o.allowVolumeExpansion === true),
     },
+    ageColumn,
+  ],
+  volumeattributesclasses: [name, field("DriverName", "driverName", ["driverName"]), ageColumn],
+  csistoragecapacities: [
+    name,
+    field("StorageClassName", "storageClassName", ["storageClassName"]),
+    field("Capacity", "capacity", ["capacity"]),
     ageColumn,
   ],
   volumeattachments: [

@@ -715,3 +715,45 @@ describe("volume volumeAttributesClassName", () => {
     );
   });
 });
+
+describe("kubectl get tables", () => {
+  async function table(path: string): Promise<{ columns: string[]; rows: unknown[][] }> {
+    const res = await fetch(`${api.url}${path}`, {
+      headers: { Accept: "application/json;as=Table;v=v1;g=meta.k8s.io" },
+    });
+    const t = (await res.json()) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
+    return { columns: t.columnDefinitions.map((c) => c.name), rows: t.rows.map((r) => r.cells) };
+  }
+
+  it("VolumeAttributesClass, CSIStorageCapacity, and the claim's VolumeAttributesClass column, as upstream's printers", async () => {
+    await storage.createVolumeAttributesClass({
+      body: { metadata: { name: "gold" }, driverName: "hostpath.csi.k8s.io", parameters: { iops: "1" } },
+    });
+    await storage.createNamespacedCSIStorageCapacity({
+      namespace: ns,
+      body: { metadata: { name: "csisc-a" }, storageClassName: "fast", capacity: "10Gi" },
+    });
+    await core.createNamespacedPersistentVolumeClaim({ namespace: ns, body: claim("plain", "1Gi") });
+    await core.createNamespacedPersistentVolumeClaim({
+      namespace: ns,
+      body: claim("tiered", "1Gi", { volumeAttributesClassName: "gold" }),
+    });
+
+    const vac = await table("/apis/storage.k8s.io/v1/volumeattributesclasses");
+    assert.deepEqual(vac.columns, ["Name", "DriverName", "Age"]);
+    assert.deepEqual(vac.rows[0]?.slice(0, 2), ["gold", "hostpath.csi.k8s.io"]);
+    const cap = await table(`/apis/storage.k8s.io/v1/namespaces/${ns}/csistoragecapacities`);
+    assert.deepEqual(cap.columns, ["Name", "StorageClassName", "Capacity", "Age"]);
+    assert.deepEqual(cap.rows[0]?.slice(0, 3), ["csisc-a", "fast", "10Gi"]);
+    const pvcs = await table(`/api/v1/namespaces/${ns}/persistentvolumeclaims`);
+    const at = pvcs.columns.indexOf("VolumeAttributesClass");
+    assert.equal(pvcs.columns[at - 1], "StorageClass");
+    assert.deepEqual(
+      pvcs.rows.map((r) => [r[0], r[at]]),
+      [
+        ["plain", "<unset>"],
+        ["tiered", "gold"],
+      ],
+    );
+  });
+});
