@@ -30,6 +30,15 @@ function isNil(v: unknown): boolean {
   return v === undefined || v === null;
 }
 
+/** Drops null members recursively: a nil pointer and an absent field are the same to Go's comparison. */
+function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (typeof value !== "object" || value === null) return value;
+  const out: Obj = {};
+  for (const [k, v] of Object.entries(value)) if (!isNil(v)) out[k] = withoutNulls(v);
+  return out;
+}
+
 /** to[key] = from[key], without leaving an `undefined` key behind (deep equality counts those). */
 function copyField(from: Obj, to: Obj, key: string): void {
   if (from[key] === undefined) delete to[key];
@@ -58,8 +67,8 @@ export function claimSpecRules(o: KubeObject): FieldError[] {
 
 export function validateClaimUpdate(next: KubeObject, old: KubeObject): FieldError[] {
   const errs: FieldError[] = [];
-  const newSpec = structuredClone(obj(next.spec));
-  const oldSpec = structuredClone(obj(old.spec));
+  const newSpec = obj(withoutNulls(next.spec));
+  const oldSpec = obj(withoutNulls(old.spec));
   if (!oldSpec.volumeName) copyField(newSpec, oldSpec, "volumeName");
   // A claim with no class at all may be given one (retroactive default class, 1.28+).
   if (isNil(oldSpec.storageClassName)) copyField(newSpec, oldSpec, "storageClassName");

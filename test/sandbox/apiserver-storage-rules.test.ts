@@ -523,6 +523,19 @@ describe("claim volumeAttributesClassName", () => {
     );
   });
 
+  it("null is no class, as absent: a PUT that spells unset fields as null changes nothing", async () => {
+    const c = await boundClaim("data", "1Gi");
+    const body = JSON.parse(JSON.stringify(c)) as { spec: Record<string, unknown> };
+    body.spec.volumeAttributesClassName = null;
+    body.spec.selector = null;
+    const res = await fetch(`${api.url}/api/v1/namespaces/${ns}/persistentvolumeclaims/data`, {
+      method: "PUT",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    assert.equal(res.status, 200, await res.text());
+  });
+
   it("a Pending claim may not change it", async () => {
     const c = await core.createNamespacedPersistentVolumeClaim({
       namespace: ns,
