@@ -14,7 +14,11 @@ import { DeadlineExceededError, LookupCache, withDeadline } from "./lookup-cache
 export type Lookup<T> = { ok: true; value: T } | { ok: false; error: string };
 
 export interface ClusterLookups {
-  storageClasses(): Promise<Lookup<StorageClass[]>>;
+  /**
+   * Every StorageClass; `fresh` skips the cache, for a rule about to refuse
+   * (or skip) something on a cached list that may predate the class it names.
+   */
+  storageClasses(options?: { fresh?: boolean }): Promise<Lookup<StorageClass[]>>;
   /** The CSIDriver, or undefined when there is none by that name. */
   csiDriver(name: string): Promise<Lookup<CSIDriver | undefined>>;
 }
@@ -62,10 +66,12 @@ export function createClusterLookups(
   }
 
   return {
-    storageClasses: () =>
-      lookup("storageclasses", () =>
+    storageClasses(o = {}) {
+      if (o.fresh) classCache.forget("all");
+      return lookup("storageclasses", () =>
         classCache.get("all", async () => (await kube.list<StorageClass>(storageClasses)).items),
-      ),
+      );
+    },
     async csiDriver(name) {
       const found = await lookup("csidrivers", () =>
         driverCache.get(name, async () => {

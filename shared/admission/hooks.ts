@@ -4,7 +4,7 @@
 // lookup fails. No hook writes anything, so dryRun requests are answered
 // exactly like the others (sideEffects: None).
 
-import { claimHasClass } from "../kube/claim-class.ts";
+import { claimClass, claimHasClass } from "../kube/claim-class.ts";
 import type { StorageClass } from "../kube/types.ts";
 import {
   attacherDriverErrors,
@@ -98,7 +98,11 @@ export function mutateClaimsHook({ lookups, config }: AdmissionHookDeps): Admiss
     const warnings = claimWarnings(claim);
     let classes: StorageClass[] | undefined;
     if (claimMutationNeedsClasses(claim)) {
-      const found = await lookups.storageClasses();
+      let found = await lookups.storageClasses();
+      // A claim naming a class the cached list lacks: the class may be newer than the list.
+      const wanted = claimHasClass(claim) ? claimClass(claim) : undefined;
+      if (found.ok && wanted && !found.value.some((c) => c.metadata.name === wanted))
+        found = await lookups.storageClasses({ fresh: true });
       if (found.ok) {
         classes = found.value;
       } else {
@@ -144,7 +148,12 @@ export function validateClaimsHook({ lookups, config }: AdmissionHookDeps): Admi
         return deny(request, unavailableStatus(`${named(claims.resource, name)}: ${what}`), warnings);
       return allow(request, [...warnings, `volume expansion admitted unchecked: ${what}`]);
     }
-    const cls = found.value.find((c) => c.metadata.name === expansion.className);
+    const byName = (list: StorageClass[]) => list.find((c) => c.metadata.name === expansion.className);
+    let cls = byName(found.value);
+    if (classAllowsExpansion(cls)) return allow(request, warnings);
+    // A refusal is never decided on a cached list: the class may be new, or changed, since.
+    const fresh = await lookups.storageClasses({ fresh: true });
+    if (fresh.ok) cls = byName(fresh.value);
     if (classAllowsExpansion(cls)) return allow(request, warnings);
     return deny(
       request,

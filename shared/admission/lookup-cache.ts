@@ -81,6 +81,11 @@ export class LookupCache<V> {
     this.entries.clear();
   }
 
+  /** Drops `key`'s value, so the next get reads afresh (a request already in flight is still shared). */
+  forget(key: string): void {
+    this.entries.delete(key);
+  }
+
   private store(key: string, value: V): void {
     if (this.ttlMs === 0) return;
     this.entries.delete(key);

@@ -5,12 +5,14 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { createClusterLookups } from "../../shared/admission/cluster-lookups.ts";
 import { admissionConfigFromEnv, defaultAdmissionConfig } from "../../shared/admission/config.ts";
+import { mutateClaimsHook, validateClaimsHook } from "../../shared/admission/hooks.ts";
 import { DeadlineExceededError, LookupCache, withDeadline } from "../../shared/admission/lookup-cache.ts";
+import { parseAdmissionReview } from "../../shared/admission/review.ts";
 import { KubeApiError } from "../../shared/kube/json-client.ts";
 import type { ResourceDescriptor } from "../../shared/kube/resources.ts";
 import type { KubeObject } from "../../shared/kube/types.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
-import { csiDriver, storageClass } from "./fixtures.ts";
+import { boundClaim, claim, csiDriver, review, storageClass } from "./fixtures.ts";
 
 describe("LookupCache", () => {
   test("serves a value for ttlMs, then loads again", async () => {
@@ -135,6 +137,54 @@ describe("createClusterLookups", () => {
     const text = await metrics.metrics();
     assert.match(text, /admission_lookups_total\{resource="storageclasses",result="miss"\} 1/);
     assert.match(text, /admission_lookups_total\{resource="storageclasses",result="hit"\} 2/);
+  });
+
+  test("fresh: skips the cached list", async () => {
+    const kube = fakeKube({ list: async () => [storageClass("fast")] });
+    const lookups = createClusterLookups(kube.client, options);
+    await lookups.storageClasses();
+    await lookups.storageClasses();
+    await lookups.storageClasses({ fresh: true });
+    assert.equal(kube.calls.list, 2);
+  });
+
+  test("an expansion is never refused on a cached list older than its class", async () => {
+    let classes = [storageClass("old")];
+    const kube = fakeKube({ list: async () => classes });
+    const lookups = createClusterLookups(kube.client, { ...options, cacheTtlMs: 60_000 });
+    const hook = validateClaimsHook({ lookups, config: defaultAdmissionConfig() });
+    const expand = async () => {
+      const old = boundClaim("data", "1Gi", "new");
+      const next = boundClaim("data", "2Gi", "new");
+      next.status = old.status;
+      const r = review("persistentvolumeclaims", "UPDATE", next, old);
+      return hook.review(parseAdmissionReview(JSON.stringify(r)));
+    };
+    assert.equal((await expand()).allowed, false, "no class yet");
+    classes = [storageClass("old"), storageClass("new", { allowVolumeExpansion: true })];
+    assert.equal((await expand()).allowed, true, "the class created since the list was cached");
+  });
+
+  test("a claim naming a class the cached list lacks is handed off after a fresh list", async () => {
+    let classes = [storageClass("old")];
+    const kube = fakeKube({ list: async () => classes });
+    const lookups = createClusterLookups(kube.client, { ...options, cacheTtlMs: 60_000 });
+    const config = defaultAdmissionConfig();
+    const hook = mutateClaimsHook({
+      lookups,
+      config: { ...config, provisionerDrivers: new Set(["ours.csi.io"]) },
+    });
+    const create = async (name: string) => {
+      const c = claim(name, { spec: { storageClassName: "new" } });
+      const r = review("persistentvolumeclaims", "CREATE", c);
+      return hook.review(parseAdmissionReview(JSON.stringify(r)));
+    };
+    await create("first");
+    classes = [storageClass("old"), storageClass("new", { provisioner: "ours.csi.io" })];
+    const answer = await create("second");
+    assert.ok(answer.patch, "patched: the hand-off annotations");
+    assert.match(Buffer.from(answer.patch ?? "", "base64").toString(), /storage-provisioner/);
+    assert.equal(kube.calls.list, 3, "one list, then one fresh list per claim whose class it lacked");
   });
 
   test("a failure is an answer, not a throw, and is not cached", async () => {
