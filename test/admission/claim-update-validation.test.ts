@@ -368,7 +368,7 @@ describe("PVC validate hook", () => {
         message:
           'persistentvolumeclaims "data" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize (StorageClass "fast" does not set allowVolumeExpansion: true)',
       },
-      lookups: 1,
+      lookups: 2 /* the cached list, then a fresh one before refusing */,
     },
     {
       name: "Bound, class gone",
@@ -381,7 +381,7 @@ describe("PVC validate hook", () => {
         reason: "Forbidden",
         message: /must support resize \(StorageClass "fast" does not exist\)$/,
       },
-      lookups: 1,
+      lookups: 2 /* the cached list, then a fresh one before refusing */,
     },
     {
       name: "Bound without a class",
