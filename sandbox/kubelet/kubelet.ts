@@ -15,7 +15,7 @@
 import { join } from "node:path";
 import { volumeAttachmentName } from "../../shared/attach-detach/volume-attachment-name.ts";
 import { CsiClient } from "../../shared/csi/client.ts";
-import { GrpcCode, grpcCodeName, grpcCodeOf, hasGrpcCode } from "../../shared/csi/errors.ts";
+import { GrpcCode, grpcCodeName, grpcCodeOf, hasGrpcCode, isFinalCsiError } from "../../shared/csi/errors.ts";
 import { isConflict, isNotFound } from "../../shared/kube/api-errors.ts";
 import type { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { parseQuantityBytes } from "../../shared/kube/quantity.ts";
@@ -102,6 +102,12 @@ interface Mount {
   targetPath: string;
   /** Published and, when the claim called for it, expanded: the pod may use it. */
   ready: boolean;
+  /**
+   * NodePublishVolume failed without saying it did nothing (DEADLINE_EXCEEDED,
+   * UNAVAILABLE...): upstream's uncertain mount. It may be published, so a pod
+   * that goes tears it down; a pod that stays publishes it again.
+   */
+  uncertain?: boolean;
 }
 
 /** What an expansion did: the pod may use the volume ("done"), or a retry is due ("failed"). */
@@ -416,7 +422,7 @@ export class SandboxKubelet {
     const key = `mount:${uid}:${unique}`;
     if (this.inBackoff(key)) return false;
     // Published, but its expansion failed: as upstream's uncertain mount, the pod waits and the expansion is retried.
-    if (existing) return this.finishMount(pod, existing, key);
+    if (existing && !existing.uncertain) return this.finishMount(pod, existing, key);
 
     let publishContext: Record<string, string> = {};
     if (volume.attachRequired) {
@@ -464,6 +470,7 @@ export class SandboxKubelet {
       this.step({ step: "staged", node: this.nodeName, volume: unique, path: staging });
     }
     const target = targetPath(root, uid, volume.pvName, volume.block);
+    const warn = this.volumeWarning(pod, "FailedMount", "MountVolume.SetUp", volume.pvName);
     const published = await this.attempt(
       key,
       () =>
@@ -473,7 +480,14 @@ export class SandboxKubelet {
           targetPath: target,
           readonly: volume.readonly,
         }),
-      this.volumeWarning(pod, "FailedMount", "MountVolume.SetUp", volume.pvName),
+      async (err) => {
+        if (!isFinalCsiError(err)) {
+          const mounts = this.mounted.get(uid) ?? new Map<string, Mount>();
+          mounts.set(unique, { volume, targetPath: target, ready: false, uncertain: true });
+          this.mounted.set(uid, mounts);
+        }
+        await warn(err);
+      },
     );
     if (!published) return false;
     this.waitingForAttach.delete(`${uid} ${unique}`);

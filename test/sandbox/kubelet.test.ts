@@ -322,6 +322,57 @@ describe("sandbox kubelet", () => {
     await eventually("pod gone", async () => ((await getPod("app-4")) === undefined ? true : undefined));
   });
 
+  it("tears down a publish whose answer was lost (DEADLINE_EXCEEDED after the work) when the pod goes before a retry", async () => {
+    // Found by the chaos run (issue 18): upstream marks such a mount uncertain and unmounts it on teardown.
+    const { handle, pv } = await boundClaim("data-6");
+    sandbox.csi.driver.setFaults({
+      methods: ["NodePublishVolume"],
+      errorProbability: 1,
+      errorCodes: ["DEADLINE_EXCEEDED"],
+      afterProbability: 1,
+    });
+    try {
+      await createPod("app-6", "data-6");
+      await attach(handle, pv);
+      await eventually("published on the driver despite the error", async () =>
+        backing(handle).nodePublished.length > 0 ? true : undefined,
+      );
+      assert.equal((await getPod("app-6"))?.status?.phase, "Pending");
+      await kube.delete(pods, "app-6", "default");
+      await eventually("pod gone", async () => ((await getPod("app-6")) === undefined ? true : undefined));
+    } finally {
+      sandbox.csi.driver.clearFaults();
+    }
+    assert.deepEqual(backing(handle).nodePublished, []);
+    assert.deepEqual(backing(handle).staged, []);
+  });
+
+  it("publishes again a mount left uncertain by a lost answer, and runs the pod", async () => {
+    const { handle, pv } = await boundClaim("data-7");
+    sandbox.csi.driver.setFaults({
+      methods: ["NodePublishVolume"],
+      errorProbability: 1,
+      errorCodes: ["UNAVAILABLE"],
+      afterProbability: 1,
+    });
+    try {
+      await createPod("app-7", "data-7");
+      await attach(handle, pv);
+      await eventually("published on the driver despite the error", async () =>
+        backing(handle).nodePublished.length > 0 ? true : undefined,
+      );
+      assert.equal((await getPod("app-7"))?.status?.phase, "Pending");
+    } finally {
+      sandbox.csi.driver.clearFaults();
+    }
+    await eventually("Running", async () =>
+      (await getPod("app-7"))?.status?.phase === "Running" ? true : undefined,
+    );
+    await kube.delete(pods, "app-7", "default");
+    await eventually("pod gone", async () => ((await getPod("app-7")) === undefined ? true : undefined));
+    assert.deepEqual(backing(handle).nodePublished, []);
+  });
+
   it("does nothing while its node is not Ready (a node that is down), and carries on once it is", async () => {
     const setReady = async (status: string) => {
       const n = await kube.get<Node>(nodes, "sandbox-node");
