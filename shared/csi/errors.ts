@@ -24,57 +24,9 @@
 import { Metadata } from "@grpc/grpc-js";
 import { isRecord } from "../is-record.ts";
 
-/** gRPC status codes (google.golang.org/grpc/codes), by their canonical names. */
-export const GrpcCode = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  NOT_FOUND: 5,
-  ALREADY_EXISTS: 6,
-  PERMISSION_DENIED: 7,
-  RESOURCE_EXHAUSTED: 8,
-  FAILED_PRECONDITION: 9,
-  ABORTED: 10,
-  OUT_OF_RANGE: 11,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-  DATA_LOSS: 15,
-  UNAUTHENTICATED: 16,
-} as const;
+import { GrpcCode, type GrpcCodeName, type GrpcCodeNumber, grpcCodeName } from "./grpc-codes.ts";
 
-export type GrpcCodeNumber = (typeof GrpcCode)[keyof typeof GrpcCode];
-
-// Go's codes.Code.String() spelling: what upstream puts in the
-// grpc_status_code metric label and in "rpc error: code = ... desc = ...".
-const CODE_NAMES = [
-  "OK",
-  "Canceled",
-  "Unknown",
-  "InvalidArgument",
-  "DeadlineExceeded",
-  "NotFound",
-  "AlreadyExists",
-  "PermissionDenied",
-  "ResourceExhausted",
-  "FailedPrecondition",
-  "Aborted",
-  "OutOfRange",
-  "Unimplemented",
-  "Internal",
-  "Unavailable",
-  "DataLoss",
-  "Unauthenticated",
-] as const;
-
-export type GrpcCodeName = (typeof CODE_NAMES)[number];
-
-/** "DeadlineExceeded" for 4; "Unknown" for anything that is not a gRPC code. */
-export function grpcCodeName(code: number | undefined): GrpcCodeName {
-  return (code !== undefined && CODE_NAMES[code]) || "Unknown";
-}
+export { GrpcCode, type GrpcCodeName, type GrpcCodeNumber, grpcCodeName } from "./grpc-codes.ts";
 
 /**
  * The gRPC status code of a grpc-js ServiceError or CsiError, else undefined.

@@ -3,6 +3,8 @@
 // the annotations of our own that keep its per-claim retry backoff across
 // processes (upstream keeps it in a work queue that dies with the process).
 
+import { grpcCodeName } from "../csi/grpc-codes.ts";
+
 /** Event source component: "external-resizer <driver>". */
 export function eventComponent(driverName: string): string {
   return `external-resizer ${driverName}`;
@@ -64,30 +66,6 @@ export const extraModifyMetadataKeys = {
   pvName: "csi.storage.k8s.io/pv/name",
 } as const;
 
-/**
- * The gRPC codes the decisions look at, by Go's names (codes.Code.String()).
- * Spelled here because shared/csi/errors.ts loads grpc-js, which decisions must not.
- */
-export const grpcCodeNames = [
-  "OK",
-  "Canceled",
-  "Unknown",
-  "InvalidArgument",
-  "DeadlineExceeded",
-  "NotFound",
-  "AlreadyExists",
-  "PermissionDenied",
-  "ResourceExhausted",
-  "FailedPrecondition",
-  "Aborted",
-  "OutOfRange",
-  "Unimplemented",
-  "Internal",
-  "Unavailable",
-  "DataLoss",
-  "Unauthenticated",
-] as const;
-
 export const code = {
   canceled: 1,
   invalidArgument: 3,
@@ -100,6 +78,5 @@ export const code = {
   unavailable: 14,
 } as const;
 
-export function codeName(n: number): string {
-  return grpcCodeNames[n] ?? "Unknown";
-}
+/** Go's name of a gRPC code ("Unknown" for anything else). */
+export const codeName = (n: number): string => grpcCodeName(n);

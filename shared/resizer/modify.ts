@@ -5,6 +5,7 @@
 // class, then the claim's status cleared. Upstream's in-memory marks become
 // what the claim shows: "uncertain" is InProgress without a final
 // ModifyVolumeError, the slow set is the backoff annotations.
+import { grpcCodeByName } from "../csi/grpc-codes.ts";
 import { rfc3339 } from "../kube/time.ts";
 import type { ModifyVolumeStatus, PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
 import { annControllerModifySecretName, annControllerModifySecretNamespace } from "../kube/well-known.ts";
@@ -18,14 +19,7 @@ import {
   isFinalCode,
   mergeConditions,
 } from "./claim-status.ts";
-import {
-  codeName,
-  condition,
-  extraModifyMetadataKeys,
-  code as grpc,
-  grpcCodeNames,
-  reason,
-} from "./constants.ts";
+import { codeName, condition, extraModifyMetadataKeys, code as grpc, reason } from "./constants.ts";
 import { annotationsStep, type ResizerPlan, statusStep } from "./expand.ts";
 import type { CsiFailure, ModifyState, ResizerStep } from "./steps.ts";
 
@@ -35,13 +29,8 @@ const none = (outcome: string): ResizerPlan => ({ steps: [], outcome });
 function hadFinalError(claim: PersistentVolumeClaim): boolean {
   const error = findCondition(claim, condition.modifyVolumeError);
   if (!error) return false;
-  const code = codeByName(error.reason);
+  const code = grpcCodeByName(error.reason);
   return isFinalCode(code);
-}
-
-function codeByName(name: string | undefined): number | undefined {
-  const n = (grpcCodeNames as readonly string[]).indexOf(name ?? "");
-  return n < 0 ? undefined : n;
 }
 
 export function planModification(s: ModifyState): ResizerPlan {
