@@ -61,6 +61,9 @@ export class Dispatcher {
   private readonly inFlight = new Map<ControllerName, number>();
   /** Deliveries held back (shuffle delay, retry backoff) that will join the pool. */
   private held = 0;
+  /** When each held delivery joins the pool, and whether it is a retry. */
+  private readonly heldDue = new Map<number, { due: number; retry: boolean }>();
+  private heldSeq = 0;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
   private readonly counts: DispatcherStats = {
@@ -136,8 +139,11 @@ export class Dispatcher {
 
   private hold(d: Delivery, ms: number): void {
     this.held++;
+    const id = ++this.heldSeq;
+    this.heldDue.set(id, { due: Date.now() + ms, retry: d.attempt > 0 });
     setTimeout(() => {
       this.held--;
+      this.heldDue.delete(id);
       if (this.closed) {
         this.counts.dropped++;
         this.notifyIfIdle();
@@ -232,6 +238,20 @@ export class Dispatcher {
     for (const c of controllerNames) {
       if (this.pool.get(c)!.length > 0 || this.inFlight.get(c)! > 0) return false;
     }
+    return true;
+  }
+
+  /**
+   * Nothing pooled or in flight, and nothing held but retries due more than
+   * `graceMs` from now: those wait out a backoff a function asked for
+   * (Retry-After), which the object's own retry-after annotation also says.
+   */
+  idleButBackoff(graceMs: number): boolean {
+    for (const c of controllerNames) {
+      if (this.pool.get(c)!.length > 0 || this.inFlight.get(c)! > 0) return false;
+    }
+    const soon = Date.now() + graceMs;
+    for (const h of this.heldDue.values()) if (!h.retry || h.due <= soon) return false;
     return true;
   }
 

@@ -157,7 +157,8 @@ export class Fleet {
     const todo = controllerNames.flatMap((c) =>
       Array.from({ length: this.perController }, (_, slot) => ({ c, slot })),
     );
-    const parallel = 4;
+    // One instance of each controller at a time.
+    const parallel = controllerNames.length;
     for (let i = 0; i < todo.length; i += parallel) {
       await Promise.all(todo.slice(i, i + parallel).map(({ c, slot }) => this.launch(c, slot)));
     }

@@ -31,6 +31,8 @@
 //   entries listed at any moment without an attached VolumeAttachment (watchdog).
 // - attachmentsLeft: VolumeAttachments left, and volumes the driver still
 //   has published, once every pod is gone.
+// - podsNotGone: pods still there at the end, a minute after the harness
+//   deleted them (their kubelet could not tear their volumes down).
 // - resizesLost: Bound claims of the run whose request R is not met: PV
 //   capacity, claim status.capacity or the driver's file system below R
 //   (node expansion is finished by then: the harness ran a pod on every
@@ -65,7 +67,8 @@ export interface EndState {
   attachments: VolumeAttachment[];
   nodes: Node[];
   drivers: CSIDriver[];
-  pods: number;
+  /** Names of the pods still there. */
+  pods: string[];
   backingVolumes: BackingVolume[];
   attributeClasses: VolumeAttributesClass[];
 }
@@ -93,6 +96,7 @@ export const invariantNames = [
   "churnClaimsStuck",
   "nodeVolumesAttached",
   "attachmentsLeft",
+  "podsNotGone",
   "resizesLost",
   "volumesShrunk",
   "modificationsLost",
@@ -271,7 +275,8 @@ export function checkInvariants(
     add("nodeVolumesAttached", v.object, `at ${v.atMs} ms, ${v.detail}`);
 
   // Attachments left once every pod is gone.
-  if (end.pods === 0) {
+  for (const name of end.pods) add("podsNotGone", name, "deleted by the harness, still there");
+  if (end.pods.length === 0) {
     for (const a of end.attachments) {
       add(
         "attachmentsLeft",

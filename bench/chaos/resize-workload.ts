@@ -6,6 +6,7 @@
 // while the volume is in use. Every plan always ends with its last patch:
 // once the chaos ends, waits are cut short but the patches still go out, so
 // the final spec is known whatever the timing was.
+import { isValidQuantity, parseQuantityBytes } from "../../shared/kube/quantity.ts";
 import type { PersistentVolumeClaim } from "../../shared/kube/types.ts";
 import { sleep } from "./options.ts";
 import { attributeClasses, type HarnessClient } from "./workload.ts";
@@ -15,6 +16,8 @@ export const infeasibleSize = "2Ti";
 
 type Growth = "once" | "twice" | "infeasible";
 type Retier = "none" | "a-b" | "a-b-c-b" | "a-c-b";
+
+const bytes = (q: string): number => (isValidQuantity(q) ? Number(parseQuantityBytes(q)) : 0);
 
 export interface ResizePlan {
   claim: string;
@@ -30,6 +33,8 @@ export interface ResizeStats {
   expansionsRequested: number;
   /** Raises made while a pod the workload started for the claim was alive. */
   expansionsWithPod: number;
+  /** Of the claims grown under a pod, those whose file system the kubelet grew while it ran (online). */
+  grownOnline: number;
   infeasibleExpansions: number;
   /** Infeasible expansions the claim reported (ControllerResizeInfeasible) before the user lowered the request. */
   infeasibleExpansionsSeen: number;
@@ -62,8 +67,10 @@ export interface ResizeWorkloadOptions {
   random: () => number;
   /** The claim as last seen (the watchdog's copy), by name. */
   claim: (name: string) => PersistentVolumeClaim | undefined;
-  /** Starts a pod on the claim that the pod churn deletes later. */
-  startPod: (claimName: string) => Promise<boolean>;
+  /** Starts a pod on the claim; its name, or undefined when none was started. */
+  startPod: (claimName: string) => Promise<string | undefined>;
+  /** Lets the pod go (the pod churn deletes it). */
+  endPod: (podName: string) => void;
   /** Longest wait for the system to show a state the user waits for. */
   stepTimeoutMs: number;
   say: (line: string) => void;
@@ -76,6 +83,7 @@ export class ResizeWorkload {
     claims: 0,
     expansionsRequested: 0,
     expansionsWithPod: 0,
+    grownOnline: 0,
     infeasibleExpansions: 0,
     infeasibleExpansionsSeen: 0,
     modificationsRequested: 0,
@@ -97,10 +105,18 @@ export class ResizeWorkload {
   /** The plans the last run went through. */
   plans: readonly ResizePlan[] = [];
 
+  private readonly podWaits: Promise<void>[] = [];
+
+  /** Resolves once every plan's patches are out; pods may still wait for their file system (`pods()`). */
   async run(plans: readonly ResizePlan[]): Promise<void> {
     this.plans = plans;
     this.stats.claims = plans.length;
     await Promise.all(plans.map((p) => this.one(p)));
+  }
+
+  /** Resolves once every pod the workload started has been let go. */
+  async pods(): Promise<void> {
+    await Promise.all(this.podWaits);
   }
 
   /** Waits until the claim satisfies `check`, the chaos ends, or the step timeout; true when satisfied. */
@@ -145,13 +161,22 @@ export class ResizeWorkload {
       }
       await sleep(100);
     }
-    await this.pause(0, 1500);
-    let podStarted = false;
-    if (plan.withPod) {
-      podStarted = await this.o.startPod(plan.claim);
-      await this.pause(500, 2500);
-    }
-    await Promise.all([this.grow(plan, podStarted), this.retier(plan)]);
+    await this.pause(0, 1000);
+    const pod = plan.withPod ? await this.o.startPod(plan.claim) : undefined;
+    if (pod) await this.pause(200, 1500);
+    await Promise.all([this.grow(plan, pod !== undefined), this.retier(plan)]);
+    if (pod) this.podWaits.push(this.keepPod(plan.claim, pod));
+  }
+
+  /** The pod stays until the kubelet has grown the file system online (status.capacity reaches the request). */
+  private async keepPod(claim: string, pod: string): Promise<void> {
+    const online = await this.until(claim, (c) => {
+      const want = c.spec.resources?.requests?.storage;
+      const have = c.status?.capacity?.storage;
+      return want !== undefined && have !== undefined && bytes(have) >= bytes(want);
+    });
+    if (online) this.stats.grownOnline++;
+    this.o.endPod(pod);
   }
 
   private async raise(name: string, size: string, withPod: boolean): Promise<void> {
@@ -176,7 +201,7 @@ export class ResizeWorkload {
     }
     await this.raise(name, "2Gi", withPod);
     if (plan.growth === "once") return;
-    await this.pause(1000, 3000);
+    await this.pause(500, 2000);
     await this.raise(name, "3Gi", withPod);
   }
 
@@ -195,7 +220,7 @@ export class ResizeWorkload {
       if (seen) this.stats.infeasibleModificationsSeen++;
       await to(b.name);
     };
-    await this.pause(0, 2000);
+    await this.pause(0, 1000);
     switch (plan.retier) {
       case "none":
         return;

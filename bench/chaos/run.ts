@@ -332,11 +332,12 @@ async function finishNodeExpansion(
   const names = waiting.map((c) => ({ pod: `finish-${c.metadata.name}`, claim: c.metadata.name }));
   await eachLimited(names, 8, (n) => harness.create(pods, pod(n.pod, n.claim)));
   const running = new Set<string>();
+  const ours = new Set(names.map((n) => n.pod));
   const deadline = Date.now() + 60_000;
   while (running.size < names.length && Date.now() < deadline) {
     await sleep(250);
     for (const p of await harness.list<Pod>(pods))
-      if (p.status?.phase === "Running") running.add(p.metadata.name);
+      if (ours.has(p.metadata.name) && p.status?.phase === "Running") running.add(p.metadata.name);
   }
   await eachLimited(names, 8, (n) => harness.delete(pods, n.pod, namespace));
   while ((await harness.list<Pod>(pods)).length > 0 && Date.now() < deadline + 60_000) await sleep(250);
@@ -578,28 +579,32 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
     })();
 
-    // The resize workload's pods: like the churn's (same lifetimes, deleted by it), on the claim it grows.
+    // The resize workload's pods, on the claim it grows: kept until the workload lets them go (the
+    // file system grown online, or its wait over), then deleted by the pod churn like the others.
     let workloadPods = 0;
-    const startPod = async (claimName: string): Promise<boolean> => {
-      if (!chaosOn) return false;
+    const keptPodMs = 10 * 60_000;
+    const startPod = async (claimName: string): Promise<string | undefined> => {
+      if (!chaosOn) return undefined;
       const name = `pod-r${workloadPods++}-${claimName}`;
-      const lifetime =
-        options.podMinLifetimeMs + random() * (options.podMaxLifetimeMs - options.podMinLifetimeMs);
       try {
         await harness.create(pods, pod(name, claimName));
         podCounts.created++;
-        livePods.set(name, Date.now() + lifetime);
-        return true;
+        livePods.set(name, Date.now() + keptPodMs);
+        return name;
       } catch (err) {
         say(`pod ${name} create failed: ${String(err)}`);
-        return false;
+        return undefined;
       }
+    };
+    const endPod = (name: string): void => {
+      if (livePods.has(name)) livePods.set(name, Date.now());
     };
     const resizeWorkload = new ResizeWorkload({
       harness,
       random,
       claim: (name) => watchdog.claim(name),
       startPod,
+      endPod,
       stepTimeoutMs: options.resizeStepTimeoutMs,
       say,
     });
@@ -665,6 +670,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await getJson(`${sandbox.csi.adminUrl}/faults`, { method: "DELETE" });
     // Its last patches (a lowered request, a rolled-back class) go out now if the chaos cut the waits short.
     await resizing;
+    await resizeWorkload.pods();
     for (const name of [...livePods.keys()]) deletePod(name);
     await Promise.all([...podDeletions]);
     // Pods created by an attempt whose answer was lost exist without the harness knowing: list them.
@@ -686,7 +692,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       for (let i = 0; i < 600; i++) {
         await sleep(i === 0 ? 500 : 100);
         const waiting = forwarder.stats().destinations.reduce((n, d) => n + d.waiting + d.inFlight, 0);
-        if (waiting === 0 && dispatcher.isIdle) return;
+        // A retry held for a function's backoff is not waited for: the settle waits for the backoff itself.
+        if (waiting === 0 && dispatcher.idleButBackoff(1000)) return;
       }
     };
     let passes = 0;
@@ -758,7 +765,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         attachments,
         nodes: nodeList,
         drivers,
-        pods: podList.length,
+        pods: podList.map((p) => p.metadata.name),
         backingVolumes: backing.volumes,
         attributeClasses,
       },

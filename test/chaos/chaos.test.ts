@@ -37,7 +37,7 @@ it("chaos (reduced): every claim Bound, every invariant 0, quiet after resync", 
       seed,
       createConcurrency: 8,
       resizableFraction: 0.5,
-      resizeStepTimeoutMs: 10_000,
+      resizeStepTimeoutMs: 6000,
       verbose: false,
     }),
   );

@@ -177,7 +177,7 @@ describe("chaos resize invariants", () => {
         attachments: [],
         nodes: [],
         drivers: [],
-        pods: 0,
+        pods: [],
         backingVolumes: [row.backing ?? backing()],
         attributeClasses: [vacB],
       };
