@@ -18,24 +18,10 @@ import {
 } from "../../shared/kube/resources.ts";
 import type { CSIStorageCapacity, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
 import { annSelectedNode } from "../../shared/kube/well-known.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 const ns = "default";
 const GiB = 1024 ** 3;
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-}
 
 function claim(name: string, size: string): PersistentVolumeClaim {
   return {

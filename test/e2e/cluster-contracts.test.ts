@@ -30,6 +30,7 @@ import type {
   Pod,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 const ns = "default";
 
@@ -40,21 +41,6 @@ interface PodStatusView {
   containerStatuses?: { state?: { waiting?: { reason?: string } } }[];
 }
 const statusOf = (p: Pod): PodStatusView => (p.status ?? {}) as PodStatusView;
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-}
 
 function claim(name: string, storageClassName: string): PersistentVolumeClaim {
   return {

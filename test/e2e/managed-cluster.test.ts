@@ -42,25 +42,11 @@ import {
   pvcProtectionFinalizer,
   pvProtectionFinalizer,
 } from "../../shared/kube/well-known.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 const ns = "default";
 const GiB = 1024 ** 3;
 const className = "managed-immediate";
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-}
 
 /** Read, change, write back conditionally, again on a lost race: how kcm's controllers write. */
 async function update<T>(read: () => Promise<T>, write: (current: T) => Promise<unknown>): Promise<void> {

@@ -21,6 +21,7 @@ import {
 } from "../../shared/kube/resources.ts";
 import type { KubeObject, PersistentVolumeClaim, Pod } from "../../shared/kube/types.ts";
 import { processMetrics } from "../../shared/metrics.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 const ns = "default";
 
@@ -108,21 +109,6 @@ function get(url: string): Promise<string> {
       res.on("error", fail);
     }
   });
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
 }
 
 describe("metric names: the README table against every function's /metrics", () => {

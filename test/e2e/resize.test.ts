@@ -30,26 +30,12 @@ import type {
   Pod,
   VolumeAttributesClass,
 } from "../../shared/kube/types.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 const ns = "default";
 const GiB = 1024 ** 3;
 /** The sandbox driver's default maximum volume size (sandbox/csi/config.ts): 1 TiB. */
 const tooBig = "2Ti";
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-}
 
 function claim(name: string, o: { vac?: string; block?: boolean } = {}): PersistentVolumeClaim {
   return {
