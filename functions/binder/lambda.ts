@@ -6,5 +6,10 @@ import { build } from "./main.ts";
 
 // No watched copies: a frozen Lambda cannot keep a watch open.
 export const handler = lambdaHandler("binder", () =>
-  build({ ...process.env, BINDER_VOLUME_CACHE: "false", STORAGE_CLASS_CACHE: "false" }),
+  build({
+    ...process.env,
+    BINDER_VOLUME_CACHE: "false",
+    BINDER_CLAIM_CACHE: "false",
+    STORAGE_CLASS_CACHE: "false",
+  }),
 );

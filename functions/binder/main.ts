@@ -1,6 +1,6 @@
 // Entry of the binder function: `FUNCTION=binder npm run serve`, or the
 // container command. Configuration: KUBECONFIG (or the in-cluster service
-// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, STORAGE_CLASS_CACHE, WORKERS,
+// account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, BINDER_CLAIM_CACHE, STORAGE_CLASS_CACHE, WORKERS,
 // KUBE_API_QPS, KUBE_API_BURST.
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
@@ -8,9 +8,9 @@ import { booleanFromEnv, controllerKnobsFromEnv } from "../../shared/config.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { persistentVolumes } from "../../shared/kube/resources.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
 import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts";
-import type { PersistentVolume } from "../../shared/kube/types.ts";
+import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
 import { startWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
 import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
@@ -37,6 +37,15 @@ export async function build(env = process.env): Promise<BuiltFunction> {
         log: logger.child({ cache: "persistentvolumes" }),
       })
     : undefined;
+  // And of the claims: an event's object, or a bound volume's claim, read from it (watched-reads.ts).
+  const claimCache = booleanFromEnv(env, "BINDER_CLAIM_CACHE", true)
+    ? startWatchedStore<PersistentVolumeClaim>({
+        kubeConfig,
+        json: kube,
+        resource: persistentVolumeClaims,
+        log: logger.child({ cache: "persistentvolumeclaims" }),
+      })
+    : undefined;
   // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
   const classCopy = storageClassCopyFromEnv(env, { kubeConfig, json: kube, log: logger });
   const controller = new BinderController({
@@ -44,10 +53,16 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     events,
     workers: knobs.workers,
     ...(volumeCache ? { volumeCache } : {}),
+    ...(claimCache ? { claimCache } : {}),
     ...(classCopy ? { storageClasses: classCopy.get } : {}),
   });
   const app = createBinderApp({ controller, logger });
-  return { name: "binder", app, logger, close: closeParts({ copies: [volumeCache, classCopy], kube }) };
+  return {
+    name: "binder",
+    app,
+    logger,
+    close: closeParts({ copies: [volumeCache, claimCache, classCopy], kube }),
+  };
 }
 
 export async function main(): Promise<void> {

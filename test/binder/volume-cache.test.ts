@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
 import type { VolumeCache } from "../../shared/binder/runtime/load-views.ts";
+import type { ClaimCache } from "../../shared/binder/runtime/watched-reads.ts";
 import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -424,5 +425,119 @@ describe("binder: a bound claim's event judged on its own copy and the watched v
     const counters = await sandbox.admin.counters();
     assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
     assert.equal(counters["list persistentvolumeclaims"], 1, JSON.stringify(counters));
+  });
+});
+
+describe("binder: reads from the watched copy of the claims", () => {
+  function claimCopy(items: PersistentVolumeClaim[], rv: string): ClaimCache {
+    const store = new ObjectStore<PersistentVolumeClaim>();
+    store.replaceWithList(items, rv);
+    return { synced: true, store };
+  }
+
+  async function listClaims() {
+    return kube.list<PersistentVolumeClaim>(persistentVolumeClaims);
+  }
+
+  /** A claim bound to a volume by a binder without copies, as the API holds them now. */
+  async function boundPair(name: string): Promise<PersistentVolume> {
+    await createVolume(pv(`${name}-pv`, "10Gi"));
+    await kube.create(persistentVolumeClaims, pvc(name, "5Gi"));
+    const plain = new BinderController({ kube, events: recorder });
+    await plain.syncClaimByKey("default", name);
+    await plain.syncClaimByKey("default", name);
+    return kube.get<PersistentVolume>(persistentVolumes, `${name}-pv`);
+  }
+
+  async function volumeEvent(claimCache: ClaimCache, volume: PersistentVolume) {
+    const binder = new BinderController({ kube, events: recorder, claimCache });
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "update",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: volume.metadata.name,
+      object: volume as unknown as Record<string, unknown>,
+    });
+    return { reports, counters: await sandbox.admin.counters() };
+  }
+
+  it("a bound volume's echo, with a claim copy that has reached it: nothing to do, without a single request", async () => {
+    const volume = await boundPair("echo");
+    const claims = await listClaims();
+    const { reports, counters } = await volumeEvent(claimCopy(claims.items, claims.resourceVersion), volume);
+    assert.equal(reports[0]?.outcome, "already bound (event copy, watched claim)");
+    assert.deepEqual(counters, {}, "no reads, no writes");
+  });
+
+  it("a claim copy without the claim, or with another claim by that name (UID): the claim is read live", async () => {
+    const volume = await boundPair("unsure");
+    const claims = await listClaims();
+    const impostor = claims.items.map((c) =>
+      c.metadata.name === "unsure" ? { ...c, metadata: { ...c.metadata, uid: "an-older-claim" } } : c,
+    );
+    const without = claims.items.filter((c) => c.metadata.name !== "unsure");
+    for (const items of [impostor, without]) {
+      const { reports, counters } = await volumeEvent(claimCopy(items, claims.resourceVersion), volume);
+      assert.notEqual(reports[0]?.outcome, "already bound (event copy, watched claim)");
+      assert.equal(counters["get persistentvolumeclaims"], 1, JSON.stringify(counters));
+      assert.equal(counters["update persistentvolumes"] ?? 0, 0, "the volume is not released");
+    }
+    const kept = await kube.get<PersistentVolume>(persistentVolumes, "unsure-pv");
+    assert.equal(kept.spec.claimRef?.name, "unsure");
+    assert.equal(kept.status?.phase, "Bound");
+  });
+
+  it("a claim event the claim copy has reached: the claim comes from the copy, not a GET", async () => {
+    await createVolume(pv("for-copied", "10Gi"));
+    const created = await kube.create(persistentVolumeClaims, pvc("copied", "5Gi"));
+    const claims = await listClaims();
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, claims.resourceVersion),
+    });
+    await sandbox.admin.resetCounters();
+    const [report] = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "copied",
+      namespace: "default",
+      object: created as unknown as Record<string, unknown>,
+    });
+    const counters = await sandbox.admin.counters();
+    assert.equal(report?.outcome, "bound to volume for-copied");
+    assert.equal(counters["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
+  });
+
+  it("a copy that claims to be current but is not: the write loses its race, and the next attempt reads live", async () => {
+    await createVolume(pv("for-stale", "10Gi"));
+    const created = await kube.create(persistentVolumeClaims, pvc("stale", "5Gi"));
+    const claims = await listClaims();
+    // Someone changes the claim after the copy was made; the copy says it is newer than everything.
+    const current = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "stale", "default");
+    await kube.replace(persistentVolumeClaims, {
+      ...current,
+      metadata: { ...current.metadata, labels: { touched: "yes" } },
+    });
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, "999999999"),
+    });
+    const [report] = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "stale",
+      namespace: "default",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.equal(report?.outcome, "bound to volume for-stale");
+    assert.ok((report?.attempts ?? 0) >= 2, `attempts: ${report?.attempts}`);
+    const bound = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "stale", "default");
+    assert.equal(bound.metadata.labels?.touched, "yes", "the other writer's change is kept");
+    assert.equal(bound.spec.volumeName, "for-stale");
   });
 });

@@ -16,9 +16,11 @@ import { syncVolume, type VolumeSyncView } from "../sync-volume.ts";
 import { waitingClaimsFor, waitingClaimsScope } from "../waiting-claims.ts";
 import { BinderInstruments, type BinderMetrics, binderMetrics } from "./binder-metrics.ts";
 import { boundClaimNeedsNothing } from "./bound-claim-check.ts";
+import { boundVolumeNeedsNothing } from "./bound-volume-check.ts";
 import { binderExecutors, type EventSink } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
 import { VolumePicks } from "./volume-picks.ts";
+import { type ClaimCache, copyAtLeast } from "./watched-reads.ts";
 
 export interface SyncReport {
   object: string;
@@ -46,6 +48,8 @@ export interface BinderControllerOptions {
   workers?: number | undefined;
   /** A watched copy of the volumes that spares most claim syncs a list of every PV (load-views.ts). */
   volumeCache?: VolumeCache;
+  /** A watched copy of the claims: events' objects and bound volumes' claims read from it (watched-reads.ts). */
+  claimCache?: ClaimCache;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
   storageClasses?: () => StorageClassCopy;
   /** pv_collector_*, volume_operation_*, retroactive_storageclass_*; default: the process registry's. */
@@ -53,7 +57,13 @@ export interface BinderControllerOptions {
 }
 
 /** A binder key is what a plan may follow up on: a claim (with a candidate volume) or a volume. */
-type BinderKey = FollowUp;
+/** `atLeast`: the revision of the event that named the key; a watched copy that has reached it may stand in for a GET. */
+type BinderKey = FollowUp & { atLeast?: string };
+
+function revisionOf(object: Record<string, unknown> | undefined): string | undefined {
+  const rv = (object?.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
+  return typeof rv === "string" ? rv : undefined;
+}
 
 type BinderState =
   | { kind: "claim"; claim: PersistentVolumeClaim; view: ClaimSyncView }
@@ -118,7 +128,8 @@ function binderSpec(
    * fresh state, with this volume as its candidate.
    */
   async function volumeChanged(e: BinderEvent): Promise<BinderKey[]> {
-    const key: BinderKey = { kind: "volume", name: e.name };
+    const atLeast = revisionOf(e.object);
+    const key: BinderKey = { kind: "volume", name: e.name, ...(atLeast ? { atLeast } : {}) };
     const copy = volumeCopy(e);
     const scope = copy && e.action !== "delete" ? waitingClaimsScope(copy, e.action) : undefined;
     if (!copy || !scope) return [key];
@@ -156,25 +167,40 @@ function binderSpec(
           const outcome = "already bound (event copy, watched volume)";
           return { reports: [{ object, outcome, writes: 0, events: 0, attempts: 0 }] };
         }
-        return [{ kind: "claim", ...key }];
+        const atLeast = revisionOf(e.object);
+        return [{ kind: "claim", ...key, ...(atLeast ? { atLeast } : {}) }];
       }
-      if (e.kind === "PersistentVolume") return e.action === "delete" ? volumeDeleted(e) : volumeChanged(e);
+      if (e.kind === "PersistentVolume") {
+        if (e.action === "delete") return volumeDeleted(e);
+        if (boundVolumeNeedsNothing(e.name, e.object, o.claimCache, now())) {
+          const outcome = "already bound (event copy, watched claim)";
+          return { reports: [{ object: `volume ${e.name}`, outcome, writes: 0, events: 0, attempts: 0 }] };
+        }
+        return volumeChanged(e);
+      }
       return [];
     },
-    async load(key) {
+    async load(key, { attempt }) {
+      // A later attempt follows a lost race: the copies were behind, read the API.
+      const first = attempt === 1;
       if (key.kind === "claim") {
-        const claim = await readClaim(kube, key.namespace, key.name);
+        const claim =
+          (first
+            ? copyAtLeast<PersistentVolumeClaim>(o.claimCache, key.namespace, key.name, key.atLeast)
+            : undefined) ?? (await readClaim(kube, key.namespace, key.name));
         if (!claim) return undefined;
         const classes = o.storageClasses?.();
         const view = await loadClaimView(kube, claim, now(), key.candidate, o.volumeCache, classes, picks);
         return { kind: "claim", claim, view };
       }
-      const volume = await readVolume(kube, key.name);
+      const volume =
+        (first ? copyAtLeast<PersistentVolume>(o.volumeCache, "", key.name, key.atLeast) : undefined) ??
+        (await readVolume(kube, key.name));
       if (!volume) return undefined;
       return {
         kind: "volume",
         volume,
-        view: await loadVolumeView(kube, volume, now()),
+        view: await loadVolumeView(kube, volume, now(), first ? o.claimCache : undefined),
       };
     },
     absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),

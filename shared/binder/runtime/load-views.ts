@@ -22,6 +22,7 @@ import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
 import { claimKey, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
 import type { VolumePicks } from "./volume-picks.ts";
+import { type ClaimCache, refClaimFromCopy } from "./watched-reads.ts";
 
 export function readClaim(
   kube: KubeJsonClient,
@@ -193,10 +194,11 @@ export async function loadVolumeView(
   kube: KubeJsonClient,
   volume: PersistentVolume,
   now: string,
+  claims?: ClaimCache,
 ): Promise<VolumeSyncView> {
   const ref = volume.spec.claimRef;
   if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now };
-  const claim = await readClaim(kube, ref.namespace ?? "", ref.name);
+  const claim = refClaimFromCopy(claims, ref) ?? (await readClaim(kube, ref.namespace ?? "", ref.name));
   const claimGone = !claim || claim.metadata.uid !== ref.uid;
   // Only the Recycle policy asks which pods still use the claim.
   const claimPods =

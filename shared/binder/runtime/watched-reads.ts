@@ -1,0 +1,42 @@
+// Reads a binder sync may answer from the process's watched copies instead of
+// a GET, as upstream's binder reads its informers. Only on a sync's first
+// attempt (a lost race reads afresh), and only where a copy cannot mislead a
+// decision into a harmful write:
+// - the object an event is about, when the copy has reached the event's
+//   revision (it is then at least as new as the event);
+// - a bound volume's claim, when the copy has it with the claimRef's UID.
+//   A claim the copy lacks, or holds with another UID, is read live: "the
+//   claim is gone" releases a volume, and must never come from a lagging copy
+//   (upstream's binder re-reads the API server before it believes that too).
+// Every write is still conditional on the resourceVersion it was decided on,
+// so a copy that is behind costs a conflict and a fresh attempt, not a wrong
+// write.
+import type { ObjectStore } from "../../kube/object-store.ts";
+import type { KubeObject, ObjectReference, PersistentVolumeClaim } from "../../kube/types.ts";
+
+/** A watched copy of every PersistentVolumeClaim (shared/kube/watched-store.ts). */
+export interface ClaimCache {
+  readonly synced: boolean;
+  readonly store: ObjectStore<PersistentVolumeClaim>;
+}
+
+/** The copy of an object an event named, when the copy has reached the event's revision. */
+export function copyAtLeast<T extends KubeObject>(
+  cache: { readonly synced: boolean; readonly store: ObjectStore<T> } | undefined,
+  namespace: string,
+  name: string,
+  atLeast: string | undefined,
+): T | undefined {
+  if (!cache?.synced || atLeast === undefined || !cache.store.covers(atLeast)) return undefined;
+  return cache.store.get(namespace, name);
+}
+
+/** The claim a volume's claimRef names, from the copy, only when it is that very claim (same UID). */
+export function refClaimFromCopy(
+  cache: ClaimCache | undefined,
+  ref: ObjectReference | null | undefined,
+): PersistentVolumeClaim | undefined {
+  if (!cache?.synced || !ref?.uid || !ref.name) return undefined;
+  const claim = cache.store.get(ref.namespace ?? "", ref.name);
+  return claim?.metadata.uid === ref.uid ? claim : undefined;
+}
