@@ -233,6 +233,14 @@ function finish(
       outcome: `volume capacity set to ${resized.capacity}`,
       again: true,
     };
+  // Another sync of the claim may have recorded this very expansion already, and the kubelet moved on
+  // (NodeResizeInProgress, or done): writing NodeResizePending again would undo its progress.
+  const status = storageStatus(claim);
+  const sameTarget = compareSizes(claim.status?.allocatedResources?.storage, resized.target) === 0;
+  const recorded =
+    ((status === "NodeResizePending" || status === "NodeResizeInProgress") && sameTarget) ||
+    (status === undefined && (compareSizes(claim.status?.capacity?.storage, resized.target) ?? -1) >= 0);
+  if (recorded) return none(`expansion to ${resized.target} already recorded on the claim`);
   const annotations: Record<string, string | null> = { ...clearedBackoff(claim, "expand") };
   const present = claim.metadata.annotations?.[annNodeExpansionNotRequired];
   if (resized.nodeExpansionRequired) {

@@ -297,6 +297,31 @@ describe("expansion decisions", () => {
       ],
     },
     {
+      // Found by the chaos run (issue 18): a duplicate sync's result landed after the kubelet had started.
+      name: "1-6a a carried result another sync already recorded, the kubelet expanding: nothing",
+      claim: claim({ request: "3Gi", capacity: "2Gi", allocated: "3Gi", status: "NodeResizeInProgress" }),
+      pv: volume("3Gi"),
+      carried: { kind: "resized", target: "3Gi", capacity: "3Gi", nodeExpansionRequired: true },
+      steps: [],
+      outcome: /already recorded/,
+    },
+    {
+      name: "1-6b a carried result another sync already recorded as NodeResizePending: nothing",
+      claim: claim({ allocated: "2Gi", status: "NodeResizePending" }),
+      pv: volume("2Gi"),
+      carried: { kind: "resized", target: "2Gi", capacity: "2Gi", nodeExpansionRequired: true },
+      steps: [],
+      outcome: /already recorded/,
+    },
+    {
+      name: "1-6c a carried result for an expansion the kubelet has finished: nothing",
+      claim: claim({ capacity: "2Gi", allocated: "2Gi" }),
+      pv: volume("2Gi"),
+      carried: { kind: "resized", target: "2Gi", capacity: "2Gi", nodeExpansionRequired: true },
+      steps: [],
+      outcome: /already recorded/,
+    },
+    {
       name: "1-7 NodeResizePending and PV at the target: nothing (the kubelet's turn)",
       claim: claim({ allocated: "2Gi", status: "NodeResizePending", conditions: [resizing] }),
       pv: volume("2Gi"),
