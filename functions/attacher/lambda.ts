@@ -5,4 +5,7 @@
 import { lambdaHandler } from "../lambda-adapter.ts";
 import { build } from "./main.ts";
 
-export const handler = lambdaHandler("attacher", build);
+// No watched copies: a frozen Lambda cannot keep a watch open.
+export const handler = lambdaHandler("attacher", () =>
+  build({ ...process.env, ATTACHER_CSINODE_CACHE: "false" }),
+);

@@ -6,10 +6,13 @@
 // RETRY_INTERVAL_MAX_SECONDS, KUBE_API_QPS, KUBE_API_BURST, PORT, LOG_LEVEL.
 import { defaultTimeoutSeconds } from "../../shared/attacher/constants.ts";
 import { AttacherController } from "../../shared/attacher/runtime/attacher-controller.ts";
-import { controllerKnobsFromEnv } from "../../shared/config.ts";
+import { booleanFromEnv, controllerKnobsFromEnv } from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { csiNodes } from "../../shared/kube/resources.ts";
+import type { CSINode } from "../../shared/kube/types.ts";
+import { lazyWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
 import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
 import { createAttacherApp } from "./app.ts";
@@ -24,6 +27,15 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   // No capability is required: a driver that cannot publish gets the trivial handler.
   const { csi, driverName } = await connectDriver({ env, defaultTimeoutSeconds });
   const kube = new KubeJsonClient(kubeConfig, { rate: knobs.kubeApiRate });
+  // The node ID of each attach from a watched copy of the CSINodes, started by the first attach.
+  const csiNodeCopy = booleanFromEnv(env, "ATTACHER_CSINODE_CACHE", true)
+    ? lazyWatchedStore<CSINode>({
+        kubeConfig,
+        json: kube,
+        resource: csiNodes,
+        log: logger.child({ cache: "csinodes" }),
+      })
+    : undefined;
   const controller = new AttacherController({
     kube,
     csi,
@@ -31,6 +43,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     defaultFsType: env.DEFAULT_FSTYPE?.trim() ?? "",
     workers: knobs.workers,
     retryInterval: knobs.retryInterval,
+    ...(csiNodeCopy ? { csiNodes: csiNodeCopy.get } : {}),
   });
   // Chosen once, at start (each cold start on Lambda), as upstream does. It
   // cannot fail here: connectDriver has already read the capabilities it uses.
@@ -40,7 +53,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     "attacher handler chosen",
   );
   const app = createAttacherApp({ controller, csi, logger });
-  return { name: "attacher", app, logger, close: closeParts({ kube, csi }) };
+  return { name: "attacher", app, logger, close: closeParts({ copies: [csiNodeCopy], kube, csi }) };
 }
 
 export async function main(): Promise<void> {

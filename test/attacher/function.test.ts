@@ -11,8 +11,10 @@ import { AttacherController } from "../../shared/attacher/runtime/attacher-contr
 import { CsiClient } from "../../shared/csi/client.ts";
 import type { FunctionApp } from "../../shared/http/function-app.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { persistentVolumes, volumeAttachments } from "../../shared/kube/resources.ts";
-import type { PersistentVolume, VolumeAttachment } from "../../shared/kube/types.ts";
+import { ObjectStore } from "../../shared/kube/object-store.ts";
+import { csiNodes, persistentVolumes, volumeAttachments } from "../../shared/kube/resources.ts";
+import type { CSINode, PersistentVolume, VolumeAttachment } from "../../shared/kube/types.ts";
+import { startWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
@@ -126,6 +128,49 @@ describe("attacher function over HTTP", () => {
     );
     const va = await kube.get<VolumeAttachment>(volumeAttachments, "va-resync");
     assert.equal(va.status?.attached, true, "the resync attached what no event announced");
+  });
+});
+
+describe("attacher with a watched copy of the CSINodes", () => {
+  it("takes each attach's node ID from the copy: no CSINode GET; a node the copy lacks is read from the API", async () => {
+    const copy = startWatchedStore<CSINode>({
+      kubeConfig: sandbox.kubeConfig,
+      json: kube,
+      resource: csiNodes,
+      log: createLogger({ name: "test", level: "silent" }),
+    });
+    try {
+      assert.equal(await copy.whenSynced(10_000), true);
+      const controller = new AttacherController({ kube, csi, driverName, csiNodes: () => copy });
+      const { va } = await attachmentFor("copied-node");
+      await sandbox.admin.resetCounters();
+      const [report] = await controller.handleEvent({
+        action: "add",
+        kind: "VolumeAttachment",
+        apiVersion: "storage.k8s.io/v1",
+        name: va.metadata.name,
+        object: va as unknown as Record<string, unknown>,
+      });
+      assert.equal(report?.outcome, `attached to node ${node}`);
+      const counters = await sandbox.admin.counters();
+      assert.equal(counters["get csinodes"] ?? 0, 0, JSON.stringify(counters));
+
+      const empty = { synced: true, store: new ObjectStore<CSINode>() };
+      const live = new AttacherController({ kube, csi, driverName, csiNodes: () => empty });
+      const { va: other } = await attachmentFor("live-node");
+      await sandbox.admin.resetCounters();
+      const [again] = await live.handleEvent({
+        action: "add",
+        kind: "VolumeAttachment",
+        apiVersion: "storage.k8s.io/v1",
+        name: other.metadata.name,
+        object: other as unknown as Record<string, unknown>,
+      });
+      assert.equal(again?.outcome, `attached to node ${node}`);
+      assert.equal((await sandbox.admin.counters())["get csinodes"], 1);
+    } finally {
+      await copy.stop();
+    }
   });
 });
 

@@ -17,7 +17,7 @@ import { chooseHandler } from "../choose-handler.ts";
 import type { AttachHandler } from "../handler.ts";
 import { findAttachmentMismatches, publishedNodesByVolume } from "../reconcile.ts";
 import { type AttacherReport, type AttacherRuntime, attacherSpec } from "./attacher-spec.ts";
-import { listAllVolumes, messageOf } from "./load-attachment.ts";
+import { type CsiNodeCopy, listAllVolumes, messageOf } from "./load-attachment.ts";
 
 export type { AttacherReport } from "./attacher-spec.ts";
 
@@ -48,6 +48,8 @@ export interface AttacherControllerOptions {
   retryInterval?: RetryInterval | undefined;
   /** ListVolumes max_entries per page (upstream --max-entries); 0 lets the driver choose. */
   listVolumesPageSize?: number;
+  /** A watched copy of the CSINodes, for the node ID each attach needs; none: a GET per attach. */
+  csiNodes?: CsiNodeCopy;
 }
 
 export class AttacherController implements Controller {
@@ -78,6 +80,7 @@ export class AttacherController implements Controller {
       retryInterval: o.retryInterval,
       handler: () => this.handler(),
       syncVolume: (name) => this.syncVolume(name),
+      csiNodes: o.csiNodes,
     });
     // An attach is up to a dozen rounds; one that takes back a late publish starts over on the new VA.
     this.runtime = new ControllerRuntime(spec, {

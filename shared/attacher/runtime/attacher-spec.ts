@@ -12,7 +12,12 @@ import { planAttachment } from "../attachment-protocol.ts";
 import { type AttachHandler, isAttachmentForDriver } from "../handler.ts";
 import { mayReleaseVolume, planVolume } from "../volume-release.ts";
 import { type AttacherExecutorDeps, attacherExecutors } from "./attacher-executors.ts";
-import { completeAttachmentState, loadAttachment, loadVolumeState } from "./load-attachment.ts";
+import {
+  type CsiNodeCopy,
+  completeAttachmentState,
+  loadAttachment,
+  loadVolumeState,
+} from "./load-attachment.ts";
 
 export interface AttacherReport {
   object: string;
@@ -22,6 +27,7 @@ export interface AttacherReport {
 interface AttacherSpecDeps extends AttacherExecutorDeps {
   driverName: string;
   handler: () => Promise<AttachHandler>;
+  csiNodes?: CsiNodeCopy | undefined;
 }
 
 export type AttacherRuntime = ControllerRuntime<
@@ -87,7 +93,7 @@ async function loadState(
     // a failure found in this round is dated now, as upstream dates it when it happens.
     const resumed = carried.at(-1);
     if (!resumed) throw new TypeError(`round ${round} of ${objectOf(key)} has no state to resume from`);
-    return completeAttachmentState(kube, { ...resumed, now: now() }, now);
+    return completeAttachmentState(kube, { ...resumed, now: now() }, now, d.csiNodes);
   }
   const va = await loadAttachment(kube, key.name);
   if (!va) return undefined;
@@ -101,7 +107,7 @@ async function loadState(
     stage: { at: "start" },
     prefix: "",
   };
-  return completeAttachmentState(kube, start, now);
+  return completeAttachmentState(kube, start, now, d.csiNodes);
 }
 
 /** Every VolumeAttachment of this driver, and every deleting PV that holds our finalizer. */

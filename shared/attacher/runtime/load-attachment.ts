@@ -18,6 +18,7 @@ import type {
   PersistentVolume,
   VolumeAttachment,
 } from "../../kube/types.ts";
+import type { WatchedStore } from "../../kube/watched-store.ts";
 import type { AttachmentRead, AttachmentState, Failure, VolumeState } from "../attacher-steps.ts";
 import { afterTakeBack, failedWith, nextAttachmentRead } from "../attachment-protocol.ts";
 import type { Operation } from "../backoff.ts";
@@ -30,8 +31,18 @@ function loadVolume(kube: KubeJsonClient, name: string | undefined): Promise<Per
     : Promise.resolve(undefined);
 }
 
-function loadCsiNode(kube: KubeJsonClient, nodeName: string): Promise<CSINode | undefined> {
-  return getOptional(() => kube.get<CSINode>(csiNodes, nodeName));
+/** A watched copy of the CSINodes (started on first use), read as upstream's attacher reads its CSINode lister. */
+export type CsiNodeCopy = () => Pick<WatchedStore<CSINode>, "store" | "synced">;
+
+/** From the copy when it is synced and has the node, else from the API: a node registered a moment ago is never missed. */
+async function loadCsiNode(
+  kube: KubeJsonClient,
+  nodeName: string,
+  copy: CsiNodeCopy | undefined,
+): Promise<CSINode | undefined> {
+  const watched = copy?.();
+  const copied = watched?.synced ? watched.store.get("", nodeName) : undefined;
+  return copied ?? (await getOptional(() => kube.get<CSINode>(csiNodes, nodeName)));
 }
 
 /**
@@ -88,14 +99,20 @@ export function failureOf(op: Operation, err: unknown, now: Date, prefix?: strin
   return { op, message, ...(grpcCode !== undefined ? { grpcCode } : {}), at: now, cause: err };
 }
 
-async function readFor(kube: KubeJsonClient, s: AttachmentState, need: AttachmentRead, now: () => Date) {
+async function readFor(
+  kube: KubeJsonClient,
+  s: AttachmentState,
+  need: AttachmentRead,
+  now: () => Date,
+  csiNodeCopy: CsiNodeCopy | undefined,
+) {
   switch (need.read) {
     case "pv":
       return { ...s, pv: (await loadVolume(kube, need.name)) ?? null };
     case "secrets":
       return { ...s, secrets: await loadPublishSecrets(kube, need.csi) };
     case "csiNode":
-      return { ...s, csiNode: (await loadCsiNode(kube, need.nodeName)) ?? null };
+      return { ...s, csiNode: (await loadCsiNode(kube, need.nodeName, csiNodeCopy)) ?? null };
     case "successor":
       return afterTakeBack(s, await loadAttachment(kube, need.name), now());
   }
@@ -106,11 +123,12 @@ export async function completeAttachmentState(
   kube: KubeJsonClient,
   start: AttachmentState,
   now: () => Date,
+  csiNodeCopy?: CsiNodeCopy,
 ): Promise<AttachmentState> {
   let s = start;
   for (let need = nextAttachmentRead(s); need; need = nextAttachmentRead(s)) {
     try {
-      s = await readFor(kube, s, need, now);
+      s = await readFor(kube, s, need, now, csiNodeCopy);
     } catch (err) {
       if (need.read === "successor" || lostToConcurrentWriter(err)) throw err;
       s = failedWith(s, failureOf(need.op, err, now()));
