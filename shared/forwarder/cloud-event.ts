@@ -10,6 +10,18 @@ export interface EventRequest {
   body: string;
 }
 
+/** One JSON text per watched object, however many destinations it goes to (objects are never changed once received). */
+const bodies = new WeakMap<object, string>();
+
+function bodyOf(object: object): string {
+  let body = bodies.get(object);
+  if (body === undefined) {
+    body = JSON.stringify(object);
+    bodies.set(object, body);
+  }
+  return body;
+}
+
 /**
  * `source` is the API server URL, as ApiServerSource sets it. Built once per
  * delivery: its retries send the very same headers (same ce-id) and body.
@@ -32,7 +44,7 @@ export function cloudEventRequest(change: Change, source: string): EventRequest 
       // shared/events reads an empty extension as absent.
       "ce-namespace": namespace,
     },
-    body: JSON.stringify(object),
+    body: bodyOf(object),
   };
 }
 
