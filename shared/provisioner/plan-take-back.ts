@@ -1,5 +1,6 @@
 // A created volume whose PV could not be saved: kept for the next sync while
-// its claim still holds the intent, else taken back at once. Pure.
+// its claim still holds the intent or is bound to the PV (another sync saved
+// it), else taken back at once. Pure.
 import type { ClaimState } from "./claim-state.ts";
 import { hasProvisioningIntent } from "./decide-claim.ts";
 import type { Needs, ProvisionerPlan, ProvisionerStep } from "./steps.ts";
@@ -36,6 +37,14 @@ export function takeBackRound(
   const holds =
     current !== undefined && current.metadata.uid === s.claim.metadata.uid && hasProvisioningIntent(current);
   if (holds) return { steps: [fail], outcome: "PV not saved" };
+  // Another sync saved the PV and the claim is bound to it (that is why the intent is gone): the
+  // volume is in use, whatever this sync's save answered.
+  const boundToIt =
+    current !== undefined &&
+    current.metadata.uid === s.claim.metadata.uid &&
+    s.pvName.ok &&
+    current.spec.volumeName === s.pvName.value;
+  if (boundToIt) return { steps: [], outcome: `PV ${current.spec.volumeName} saved by another sync` };
   return {
     steps: [{ op: "take-back-volume", volumeId, secrets, claimKey, cause: saveError }, fail],
     outcome: "PV not saved; volume taken back",

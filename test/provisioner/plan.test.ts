@@ -389,6 +389,17 @@ describe("claim rounds", () => {
       want: { steps: ["take-back-volume vol-1", "throw: 503"], outcome: "PV not saved; volume taken back" },
     },
     {
+      // Found by the chaos run (issue 18): a duplicate sync's save failed (an injected 500) after another
+      // sync had saved the PV and bound the claim; taking the volume back deleted a Bound PV's data.
+      name: "the PV save failed but the claim is bound to that PV (another sync saved it): nothing, the volume stays",
+      state: state(claim(intent), {
+        progress: { created, saveFailed: new Error("503") },
+        request: "ready",
+        current: { claim: { ...claim(), spec: { ...claim().spec, volumeName: pvName } } },
+      }),
+      want: { steps: [], outcome: `PV ${pvName} saved by another sync` },
+    },
+    {
       name: "a PV of that name belongs to another claim, which is gone too: taken back",
       state: state(claim(intent), {
         progress: { created, found: { spec: { claimRef: { uid: "other" } } } as PersistentVolume },
