@@ -16,6 +16,9 @@
 //   live claim (pvc-<claim uid>).
 // - pvsLost: claims whose spec.volumeName names a PV that does not exist, and
 //   pre-created static PVs that are gone (at the end or at any moment).
+// - backingVolumesLost: PVs of the run's driver bound to a live claim (by
+//   claimRef uid) whose backing volume the driver no longer has: the data
+//   of a claim in use is gone, whatever the reclaim policy.
 // - retainVolumesDeleted: backing volumes of static PVs (Retain, created by
 //   the harness through the driver) or of any Retain PV that the driver no
 //   longer has.
@@ -90,6 +93,7 @@ export const invariantNames = [
   "leakedBackingVolumes",
   "pvsLost",
   "retainVolumesDeleted",
+  "backingVolumesLost",
   "claimsNotBound",
   "rwoVolumesOnTwoNodes",
   "releasedDeleteVolumesLeft",
@@ -200,6 +204,18 @@ export function checkInvariants(
     }
   }
 
+  // Volumes of live claims whose data is gone.
+  for (const v of end.volumes) {
+    const handle = v.spec.csi?.volumeHandle;
+    const uid = v.spec.claimRef?.uid;
+    if (handle && uid && liveUids.has(uid) && !handles.has(handle))
+      add(
+        "backingVolumesLost",
+        v.metadata.name,
+        `claim ${v.spec.claimRef?.name} is live, volume ${handle} is gone`,
+      );
+  }
+
   // Claims not Bound.
   for (const key of expect.mainClaims) {
     const c = claimByKey.get(key);
@@ -209,10 +225,18 @@ export function checkInvariants(
     }
     const pv = c.spec.volumeName ? pvByName.get(c.spec.volumeName) : undefined;
     if (c.status?.phase !== "Bound") {
+      // Which volumes of its class there were: a static claim waits for an Available one.
+      const sameClass = end.volumes.filter(
+        (v) => (v.spec.storageClassName ?? "") === (c.spec.storageClassName ?? ""),
+      );
+      const phases = sameClass.map(
+        (v) =>
+          `${v.metadata.name} ${v.status?.phase ?? "-"}${v.spec.claimRef ? ` →${v.spec.claimRef.name}` : ""}`,
+      );
       add(
         "claimsNotBound",
         key,
-        `phase ${c.status?.phase ?? "none"}, volumeName ${c.spec.volumeName ?? "none"}`,
+        `phase ${c.status?.phase ?? "none"}, volumeName ${c.spec.volumeName ?? "none"}; volumes of its class: ${phases.join(", ")}`,
       );
     } else if (!pv || pv.spec.claimRef?.uid !== c.metadata.uid) {
       add("claimsNotBound", key, `Bound to ${c.spec.volumeName}, whose claimRef is not this claim`);

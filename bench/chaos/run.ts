@@ -136,6 +136,8 @@ export interface ChaosReport {
     /** Pods the harness ran after the settle to let the kubelet finish pending file system expansions. */
     nodeExpansionPods: number;
     nodeExpansionPodsNotRunning: string[];
+    /** Claims still not finished when their pod was removed (the invariants say what is left). */
+    nodeExpansionNotFinished: string[];
     /** The driver's calls of these kinds, and the faults injected into them. */
     csiCalls: Record<string, number>;
     csiInjected: Record<string, number>;
@@ -315,33 +317,53 @@ function resizeOutcomes(
 
 /**
  * Runs a pod on every claim whose file system waits for one (NodeResizePending or
- * FileSystemResizePending), until Running, then deletes them and waits until they are gone.
+ * FileSystemResizePending), keeps it until its claim is finished (capacity at the request, no
+ * storage status: a claim grown twice may need the kubelet's online expansion after the mount's),
+ * then deletes the pods and waits until they are gone.
  */
 async function finishNodeExpansion(
   harness: HarnessClient,
   say: (line: string) => void,
-): Promise<{ pods: number; notRunning: string[] }> {
+): Promise<{ pods: number; notRunning: string[]; notFinished: string[] }> {
   const waiting = (await harness.list<PersistentVolumeClaim>(persistentVolumeClaims)).filter(
     (c) =>
       c.status?.phase === "Bound" &&
       (c.status.allocatedResourceStatuses?.storage === "NodeResizePending" ||
         (c.status.conditions ?? []).some((x) => x.type === "FileSystemResizePending")),
   );
-  if (waiting.length === 0) return { pods: 0, notRunning: [] };
+  if (waiting.length === 0) return { pods: 0, notRunning: [], notFinished: [] };
   say(`settle: ${waiting.length} claims wait for a pod to grow their file system; running one on each`);
   const names = waiting.map((c) => ({ pod: `finish-${c.metadata.name}`, claim: c.metadata.name }));
   await eachLimited(names, 8, (n) => harness.create(pods, pod(n.pod, n.claim)));
   const running = new Set<string>();
+  const finished = new Set<string>();
   const ours = new Set(names.map((n) => n.pod));
+  const mine = new Set(names.map((n) => n.claim));
   const deadline = Date.now() + 60_000;
-  while (running.size < names.length && Date.now() < deadline) {
+  while ((running.size < names.length || finished.size < names.length) && Date.now() < deadline) {
     await sleep(250);
     for (const p of await harness.list<Pod>(pods))
       if (ours.has(p.metadata.name) && p.status?.phase === "Running") running.add(p.metadata.name);
+    for (const c of await harness.list<PersistentVolumeClaim>(persistentVolumeClaims)) {
+      const want = c.spec.resources?.requests?.storage;
+      const have = c.status?.capacity?.storage;
+      if (
+        mine.has(c.metadata.name) &&
+        want !== undefined &&
+        have !== undefined &&
+        parseQuantityBytes(have) >= parseQuantityBytes(want) &&
+        c.status?.allocatedResourceStatuses?.storage === undefined
+      )
+        finished.add(c.metadata.name);
+    }
   }
   await eachLimited(names, 8, (n) => harness.delete(pods, n.pod, namespace));
   while ((await harness.list<Pod>(pods)).length > 0 && Date.now() < deadline + 60_000) await sleep(250);
-  return { pods: names.length, notRunning: names.filter((n) => !running.has(n.pod)).map((n) => n.pod) };
+  return {
+    pods: names.length,
+    notRunning: names.filter((n) => !running.has(n.pod)).map((n) => n.pod),
+    notFinished: names.filter((n) => !finished.has(n.claim)).map((n) => n.claim),
+  };
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -838,6 +860,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ...resizeOutcomes(resizeWorkload.plans, claims, result.objects),
         nodeExpansionPods: finishing.pods,
         nodeExpansionPodsNotRunning: finishing.notRunning,
+        nodeExpansionNotFinished: finishing.notFinished,
         csiCalls: pick(driverStats.calls, resizeMethods, (n) => n ?? 0),
         csiInjected: pick(driverStats.injected, resizeMethods, (v) => (v?.before ?? 0) + (v?.after ?? 0)),
       },

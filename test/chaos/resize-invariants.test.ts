@@ -140,6 +140,12 @@ const rows: Row[] = [
     backing: backing({ capacityBytes: GiB }),
     expect: { volumesShrunk: 1 },
   },
+  {
+    // The claim's data is gone: the volume is lost, and so are its size and its class.
+    name: "the driver has no volume for the claim's PV",
+    backing: backing({ volumeId: "other", name: "other" }),
+    expect: { backingVolumesLost: 1, leakedBackingVolumes: 1, modificationsLost: 1 },
+  },
   { name: "a PV that went down and back up", pvHistory: ["2Gi", "1Gi", "2Gi"], expect: { volumesShrunk: 1 } },
   { name: "a PV growing", pvHistory: ["1Gi", "2Gi"], expect: {} },
   {
