@@ -62,7 +62,7 @@ export class Dispatcher {
   /** Deliveries held back (shuffle delay, retry backoff) that will join the pool. */
   private held = 0;
   /** When each held delivery joins the pool, and whether it is a retry. */
-  private readonly heldDue = new Map<number, { due: number; retry: boolean }>();
+  private readonly heldDue = new Map<number, { due: number; retry: boolean; timer: NodeJS.Timeout }>();
   private heldSeq = 0;
   private closed = false;
   private idleWaiters: (() => void)[] = [];
@@ -140,8 +140,7 @@ export class Dispatcher {
   private hold(d: Delivery, ms: number): void {
     this.held++;
     const id = ++this.heldSeq;
-    this.heldDue.set(id, { due: Date.now() + ms, retry: d.attempt > 0 });
-    setTimeout(() => {
+    const timer = setTimeout(() => {
       this.held--;
       this.heldDue.delete(id);
       if (this.closed) {
@@ -152,6 +151,7 @@ export class Dispatcher {
       this.pool.get(d.controller)!.push(d);
       this.pump(d.controller);
     }, ms);
+    this.heldDue.set(id, { due: Date.now() + ms, retry: d.attempt > 0, timer });
   }
 
   private pump(controller: ControllerName): void {
@@ -282,6 +282,13 @@ export class Dispatcher {
 
   async close(): Promise<void> {
     this.closed = true;
+    // Held deliveries would only be dropped when due (a Retry-After may be 30 s away): drop them now.
+    for (const [id, h] of this.heldDue) {
+      clearTimeout(h.timer);
+      this.heldDue.delete(id);
+      this.held--;
+      this.counts.dropped++;
+    }
     await this.idle(10_000);
     const server = this.server;
     if (!server) return;

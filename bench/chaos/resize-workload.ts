@@ -161,9 +161,9 @@ export class ResizeWorkload {
       }
       await sleep(100);
     }
-    await this.pause(0, 1000);
+    await this.pause(0, 500);
     const pod = plan.withPod ? await this.o.startPod(plan.claim) : undefined;
-    if (pod) await this.pause(200, 1500);
+    if (pod) await this.pause(200, 1000);
     await Promise.all([this.grow(plan, pod !== undefined), this.retier(plan)]);
     if (pod) this.podWaits.push(this.keepPod(plan.claim, pod));
   }
@@ -201,7 +201,7 @@ export class ResizeWorkload {
     }
     await this.raise(name, "2Gi", withPod);
     if (plan.growth === "once") return;
-    await this.pause(500, 2000);
+    await this.pause(300, 1500);
     await this.raise(name, "3Gi", withPod);
   }
 
@@ -220,7 +220,7 @@ export class ResizeWorkload {
       if (seen) this.stats.infeasibleModificationsSeen++;
       await to(b.name);
     };
-    await this.pause(0, 1000);
+    await this.pause(0, 500);
     switch (plan.retier) {
       case "none":
         return;

@@ -419,7 +419,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     });
     cleanups.push(async () => csi.close());
     const staticVolumes = new Map<string, string>();
-    const staticNames = Array.from({ length: staticCount + churnStatic }, (_, i) => `chaos-static-${pad(i)}`);
+    // One spare per churn claim: a claim deleted while two racing syncs had each reserved a volume for
+    // it releases both, as upstream releases a volume whose claim is gone (Retain keeps it Released).
+    const staticNames = Array.from(
+      { length: staticCount + 2 * churnStatic },
+      (_, i) => `chaos-static-${pad(i)}`,
+    );
     await eachLimited(staticNames, 8, async (name) => {
       const created = await csi.createVolume({
         name,

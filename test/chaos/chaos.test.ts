@@ -44,6 +44,7 @@ it("chaos (reduced): every claim Bound, every invariant 0, quiet after resync", 
   // The whole report on failure: parameters (seed), examples with timelines, error logs.
   const context = JSON.stringify(report, null, 1);
   t.diagnostic(`pods ${JSON.stringify(report.pods)}`);
+  t.diagnostic(`seconds ${JSON.stringify(report.durationSeconds)}, settle passes ${report.settle.passes}`);
   for (const [name, count] of Object.entries(report.invariants))
     assert.equal(count, 0, `${name}: ${context}`);
   assert.equal(report.claims.boundAtEnd, 24, context);
