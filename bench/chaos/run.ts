@@ -324,6 +324,7 @@ function resizeOutcomes(
 async function finishNodeExpansion(
   harness: HarnessClient,
   say: (line: string) => void,
+  resyncAll: () => Promise<void>,
 ): Promise<{ pods: number; notRunning: string[]; notFinished: string[] }> {
   const waiting = (await harness.list<PersistentVolumeClaim>(persistentVolumeClaims)).filter(
     (c) =>
@@ -340,8 +341,14 @@ async function finishNodeExpansion(
   const ours = new Set(names.map((n) => n.pod));
   const mine = new Set(names.map((n) => n.claim));
   const deadline = Date.now() + 60_000;
+  let nextResync = Date.now() + 2000;
   while ((running.size < names.length || finished.size < names.length) && Date.now() < deadline) {
     await sleep(250);
+    // As the PingSource would: a retry after a backoff (a detach, say) comes from a resync, not an event.
+    if (Date.now() >= nextResync) {
+      await resyncAll();
+      nextResync = Date.now() + 2000;
+    }
     for (const p of await harness.list<Pod>(pods))
       if (ours.has(p.metadata.name) && p.status?.phase === "Running") running.add(p.metadata.name);
     for (const c of await harness.list<PersistentVolumeClaim>(persistentVolumeClaims)) {
@@ -755,7 +762,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let quiet = await settle();
     // A grown file system waits for a pod (FileSystemResizePending): as a user would, start one on
     // every such claim, let the kubelet expand it, remove the pods, and settle again.
-    const finishing = await finishNodeExpansion(harness, say);
+    const finishing = await finishNodeExpansion(harness, say, async () => {
+      await Promise.all(controllerNames.map((c) => resync(c)));
+    });
     if (finishing.pods > 0) quiet = await settle();
     const tSettle = Date.now();
 
