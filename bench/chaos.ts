@@ -1,8 +1,9 @@
 // `npm run chaos`: the release-time chaos run of issue 8. 1,000 claims (half
 // static PVs, half provisioned) through 8 function processes per controller
 // behind a dispatcher that duplicates and shuffles events, with API and CSI
-// faults, SIGKILLs and pods coming and going; then faults off, resync until
-// quiet, and the invariants. Progress on stderr, ONE JSON document on stdout.
+// faults, SIGKILLs and pods coming and going; half the provisioned claims are
+// grown and re-tiered (VolumeAttributesClass) by the user meanwhile (issue
+// 18); then faults off, resync until quiet, and the invariants. Progress on stderr, ONE JSON document on stdout.
 // Parameters: `--claims=200 --instances=4 ...` or CHAOS_CLAIMS=200 ...
 // (bench/chaos/options.ts lists them). Exit code 1 when an invariant is broken.
 import { chaosOptionsFrom } from "./chaos/options.ts";
