@@ -216,6 +216,7 @@ function volumeSteps(
       op: "patch-volume",
       name: pv.metadata.name,
       spec: { capacity: { storage: resized.capacity } },
+      resourceVersion: pv.metadata.resourceVersion,
       carry: resized,
     },
   ];

@@ -167,6 +167,7 @@ function finish(s: ModifyState, pv: PersistentVolume, target: string): ResizerPl
           op: "patch-volume",
           name: pv.metadata.name,
           spec: { volumeAttributesClassName: target },
+          resourceVersion: pv.metadata.resourceVersion,
           carry: { kind: "modified", target },
         },
       ],

@@ -103,6 +103,8 @@ export type ResizerStep =
       op: "patch-volume";
       name: string;
       spec: { capacity?: { storage: string }; volumeAttributesClassName?: string };
+      /** The PV's revision the step was decided on: a PV changed since (grown further by another sync) is never written over. */
+      resourceVersion: string | undefined;
       carry: ResizerCarry;
     }
   | {

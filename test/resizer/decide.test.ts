@@ -231,6 +231,7 @@ describe("expansion decisions", () => {
         {
           op: "patch-volume",
           name: "pv-1",
+          resourceVersion: "5",
           spec: { capacity: { storage: "2Gi" } },
           carry: { kind: "resized", target: "2Gi", capacity: "2Gi", nodeExpansionRequired: false },
         },
@@ -362,6 +363,7 @@ describe("expansion decisions", () => {
         {
           op: "patch-volume",
           name: "pv-1",
+          resourceVersion: "5",
           spec: { capacity: { storage: "2Gi" } },
           carry: { kind: "resized", target: "2Gi", capacity: "2Gi", nodeExpansionRequired: true },
         },
@@ -872,6 +874,7 @@ describe("modification decisions", () => {
         {
           op: "patch-volume",
           name: "pv-1",
+          resourceVersion: "5",
           spec: { volumeAttributesClassName: "gold" },
           carry: { kind: "modified", target: "gold" },
         },

@@ -190,7 +190,10 @@ function resizerSpec(o: ResizerControllerOptions): ResizerSpec {
         persistentVolumes,
         step.name,
         undefined,
-        { spec: step.spec },
+        {
+          ...(step.resourceVersion ? { metadata: { resourceVersion: step.resourceVersion } } : {}),
+          spec: step.spec,
+        },
         "merge",
       );
       run.carry(step.carry);
