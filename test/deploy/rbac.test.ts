@@ -183,11 +183,17 @@ describe("ClusterRoles", () => {
         assert.equal(rule.nonResourceURLs, undefined);
       }
     }
-    // Functions are handed their events; the watches are the binder's copy of the PVs (a search
-    // hint), the provisioner's copies of the Nodes and CSINodes (topology, as upstream's informers)
-    // and both one's copy of the StorageClasses (whose specs cannot change).
+    // Functions are handed their events; the watches are the binder's copies of the PVs and claims
+    // (read as upstream reads its informers, never "gone" from a copy), the provisioner's copies of
+    // the Nodes and CSINodes (topology), the attacher's of the CSINodes (node IDs), and the
+    // binder's and provisioner's copy of the StorageClasses (whose specs cannot change).
     const allowedWatches: Record<string, string[]> = {
-      binder: ["core/persistentvolumes:watch", "storage.k8s.io/storageclasses:watch"],
+      binder: [
+        "core/persistentvolumeclaims:watch",
+        "core/persistentvolumes:watch",
+        "storage.k8s.io/storageclasses:watch",
+      ],
+      attacher: ["storage.k8s.io/csinodes:watch"],
       provisioner: [
         "core/nodes:watch",
         "storage.k8s.io/csinodes:watch",
