@@ -511,6 +511,31 @@ describe("binder: reads from the watched copy of the claims", () => {
     assert.equal(counters["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
   });
 
+  it("a new volume nudges the claims waiting for it from the claim copy: no list of claims", async () => {
+    await kube.create(persistentVolumeClaims, pvc("nudged", "5Gi"));
+    const claims = await listClaims();
+    const created = await kube.create(persistentVolumes, pv("nudging", "10Gi"));
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, claims.resourceVersion),
+    });
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: "nudging",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.deepEqual(
+      reports.map((r) => r.outcome),
+      ["volume is available", "bound to volume nudging"],
+    );
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["list persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
+  });
+
   it("a copy that claims to be current but is not: the write loses its race, and the next attempt reads live", async () => {
     await createVolume(pv("for-stale", "10Gi"));
     const created = await kube.create(persistentVolumeClaims, pvc("stale", "5Gi"));

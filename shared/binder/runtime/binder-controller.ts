@@ -133,13 +133,22 @@ function binderSpec(
     const copy = volumeCopy(e);
     const scope = copy && e.action !== "delete" ? waitingClaimsScope(copy, e.action) : undefined;
     if (!copy || !scope) return [key];
-    const claims = await kube.list<PersistentVolumeClaim>(
-      persistentVolumeClaims,
-      scope.namespace ? { namespace: scope.namespace } : {},
-    );
+    // Which claims to nudge is a hint (each claim's own sync reads what it decides on), and a claim the
+    // copy has not seen yet brings its own event: the watched copy stands in for a list when there is one.
+    const claims =
+      o.claimCache?.synced === true
+        ? o.claimCache.store
+            .items()
+            .filter((c) => !scope.namespace || (c.metadata.namespace ?? "") === scope.namespace)
+        : (
+            await kube.list<PersistentVolumeClaim>(
+              persistentVolumeClaims,
+              scope.namespace ? { namespace: scope.namespace } : {},
+            )
+          ).items;
     let picked: PersistentVolumeClaim[];
     try {
-      picked = waitingClaimsFor(copy, claims.items);
+      picked = waitingClaimsFor(copy, claims);
     } catch {
       // A copy with malformed fields only loses the shortcut; the volume's own sync reads the truth.
       return [key];
