@@ -511,6 +511,35 @@ describe("binder: reads from the watched copy of the claims", () => {
     assert.equal(counters["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
   });
 
+  it("a claim's deletion, with a claim copy that has not seen it yet: the claim is read live and the volume released", async () => {
+    const volume = await boundPair("deleted");
+    // The copy still holds the claim (same UID), as a watch that lags the forwarded DELETE would.
+    const lagging = await listClaims();
+    await kube.delete(persistentVolumeClaims, "deleted", "default");
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(lagging.items, lagging.resourceVersion),
+    });
+    const claimCopyOf = lagging.items.find((c) => c.metadata.name === "deleted")!;
+    const deleted = {
+      ...claimCopyOf,
+      metadata: { ...claimCopyOf.metadata, resourceVersion: String(Number(lagging.resourceVersion) + 1) },
+    };
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "delete",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "deleted",
+      namespace: "default",
+      object: deleted as unknown as Record<string, unknown>,
+    });
+    assert.match(reports.map((r) => r.outcome).join(), /volume is released/);
+    const released = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
+    assert.equal(released.status?.phase, "Released");
+  });
+
   it("a new volume nudges the claims waiting for it from the claim copy: no list of claims", async () => {
     await kube.create(persistentVolumeClaims, pvc("nudged", "5Gi"));
     const claims = await listClaims();

@@ -98,8 +98,11 @@ function binderSpec(
     const namespace = e.namespace ?? "";
     if (await readClaim(kube, namespace, e.name)) return [{ kind: "claim", namespace, name: e.name }];
     const spec = e.object?.spec as { volumeName?: unknown } | undefined;
-    if (typeof spec?.volumeName === "string" && spec.volumeName)
-      return [{ kind: "volume", name: spec.volumeName }];
+    if (typeof spec?.volumeName === "string" && spec.volumeName) {
+      // The claim copy may not have seen this deletion yet: the volume's sync trusts it only past it.
+      const atLeast = revisionOf(e.object);
+      return [{ kind: "volume", name: spec.volumeName, ...(atLeast ? { atLeast } : {}) }];
+    }
     const all = await kube.list<PersistentVolume>(persistentVolumes);
     return all.items
       .filter((v) => v.spec.claimRef?.namespace === e.namespace && v.spec.claimRef?.name === e.name)
@@ -209,7 +212,13 @@ function binderSpec(
       return {
         kind: "volume",
         volume,
-        view: await loadVolumeView(kube, volume, now(), first ? o.claimCache : undefined),
+        // The claim copy stands in only once it has reached the event that named the volume.
+        view: await loadVolumeView(
+          kube,
+          volume,
+          now(),
+          first && key.atLeast ? { cache: o.claimCache, atLeast: key.atLeast } : undefined,
+        ),
       };
     },
     absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),

@@ -194,11 +194,15 @@ export async function loadVolumeView(
   kube: KubeJsonClient,
   volume: PersistentVolume,
   now: string,
-  claims?: ClaimCache,
+  claims?: { cache: ClaimCache | undefined; atLeast: string },
 ): Promise<VolumeSyncView> {
   const ref = volume.spec.claimRef;
   if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now };
-  const claim = refClaimFromCopy(claims, ref) ?? (await readClaim(kube, ref.namespace ?? "", ref.name));
+  // A copy behind the event may still hold a claim that event deleted: only one that has reached it may answer.
+  const copied = claims?.cache?.store.covers(claims.atLeast)
+    ? refClaimFromCopy(claims.cache, ref)
+    : undefined;
+  const claim = copied ?? (await readClaim(kube, ref.namespace ?? "", ref.name));
   const claimGone = !claim || claim.metadata.uid !== ref.uid;
   // Only the Recycle policy asks which pods still use the claim.
   const claimPods =
