@@ -540,6 +540,35 @@ describe("binder: reads from the watched copy of the claims", () => {
     assert.equal(released.status?.phase, "Released");
   });
 
+  it("a claim's deletion the claim copy has seen: one live read of the claim (the release's proof), the volume released", async () => {
+    const volume = await boundPair("gone-for-good");
+    const before = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "gone-for-good", "default");
+    await kube.delete(persistentVolumeClaims, "gone-for-good", "default");
+    const after = await listClaims();
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(after.items, after.resourceVersion),
+    });
+    const deleted = { ...before, metadata: { ...before.metadata, resourceVersion: after.resourceVersion } };
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "delete",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "gone-for-good",
+      namespace: "default",
+      object: deleted as unknown as Record<string, unknown>,
+    });
+    assert.match(reports.map((r) => r.outcome).join(), /volume is released/);
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["get persistentvolumeclaims"], 1, JSON.stringify(counters));
+    assert.equal(
+      (await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name)).status?.phase,
+      "Released",
+    );
+  });
+
   it("a new volume nudges the claims waiting for it from the claim copy: no list of claims", async () => {
     await kube.create(persistentVolumeClaims, pvc("nudged", "5Gi"));
     const claims = await listClaims();

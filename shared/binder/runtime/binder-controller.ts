@@ -96,7 +96,10 @@ function binderSpec(
   /** A deleted claim releases its volume: sync the volume it named (or, without the object, every volume pointing at it). */
   async function claimDeleted(e: BinderEvent): Promise<BinderKey[]> {
     const namespace = e.namespace ?? "";
-    if (await readClaim(kube, namespace, e.name)) return [{ kind: "claim", namespace, name: e.name }];
+    // A copy past the deletion answers whether the claim is back (a new one by that name); else the API does.
+    const copied = copyAtLeast<PersistentVolumeClaim>(o.claimCache, namespace, e.name, revisionOf(e.object));
+    const again = copied ? copied.found : await readClaim(kube, namespace, e.name);
+    if (again) return [{ kind: "claim", namespace, name: e.name }];
     const spec = e.object?.spec as { volumeName?: unknown } | undefined;
     if (typeof spec?.volumeName === "string" && spec.volumeName) {
       // The claim copy may not have seen this deletion yet: the volume's sync trusts it only past it.
@@ -111,7 +114,9 @@ function binderSpec(
 
   /** A deleted volume may leave a bound claim Lost: sync the claim it pointed at. */
   async function volumeDeleted(e: BinderEvent): Promise<BinderKey[]> {
-    if (await readVolume(kube, e.name)) return [{ kind: "volume", name: e.name }];
+    const atLeast = revisionOf(e.object);
+    const copied = copyAtLeast<PersistentVolume>(o.volumeCache, "", e.name, atLeast);
+    if (copied ? copied.found : await readVolume(kube, e.name)) return [{ kind: "volume", name: e.name }];
     const copy = volumeCopy(e);
     if (copy)
       await instruments.volumeGone(
@@ -121,7 +126,7 @@ function binderSpec(
     const spec = e.object?.spec as { claimRef?: { namespace?: unknown; name?: unknown } } | undefined;
     const ref = spec?.claimRef;
     if (typeof ref?.name !== "string" || typeof ref.namespace !== "string") return [];
-    return [{ kind: "claim", namespace: ref.namespace, name: ref.name }];
+    return [{ kind: "claim", namespace: ref.namespace, name: ref.name, ...(atLeast ? { atLeast } : {}) }];
   }
 
   /**
@@ -196,18 +201,19 @@ function binderSpec(
       // A later attempt follows a lost race: the copies were behind, read the API.
       const first = attempt === 1;
       if (key.kind === "claim") {
-        const claim =
-          (first
-            ? copyAtLeast<PersistentVolumeClaim>(o.claimCache, key.namespace, key.name, key.atLeast)
-            : undefined) ?? (await readClaim(kube, key.namespace, key.name));
+        const copied = first
+          ? copyAtLeast<PersistentVolumeClaim>(o.claimCache, key.namespace, key.name, key.atLeast)
+          : undefined;
+        const claim = copied ? copied.found : await readClaim(kube, key.namespace, key.name);
         if (!claim) return undefined;
         const classes = o.storageClasses?.();
         const view = await loadClaimView(kube, claim, now(), key.candidate, o.volumeCache, classes, picks);
         return { kind: "claim", claim, view };
       }
-      const volume =
-        (first ? copyAtLeast<PersistentVolume>(o.volumeCache, "", key.name, key.atLeast) : undefined) ??
-        (await readVolume(kube, key.name));
+      const copiedVolume = first
+        ? copyAtLeast<PersistentVolume>(o.volumeCache, "", key.name, key.atLeast)
+        : undefined;
+      const volume = copiedVolume ? copiedVolume.found : await readVolume(kube, key.name);
       if (!volume) return undefined;
       return {
         kind: "volume",

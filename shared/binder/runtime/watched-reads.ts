@@ -20,15 +20,20 @@ export interface ClaimCache {
   readonly store: ObjectStore<PersistentVolumeClaim>;
 }
 
-/** The copy of an object an event named, when the copy has reached the event's revision. */
+/**
+ * What the copy says of an object an event named, once the copy has reached
+ * the event's revision: `{found}` (undefined found: it was gone by then, and
+ * whatever comes back brings its own event); undefined when the copy cannot
+ * answer (not synced, or behind).
+ */
 export function copyAtLeast<T extends KubeObject>(
   cache: { readonly synced: boolean; readonly store: ObjectStore<T> } | undefined,
   namespace: string,
   name: string,
   atLeast: string | undefined,
-): T | undefined {
+): { found: T | undefined } | undefined {
   if (!cache?.synced || atLeast === undefined || !cache.store.covers(atLeast)) return undefined;
-  return cache.store.get(namespace, name);
+  return { found: cache.store.get(namespace, name) };
 }
 
 /** The claim a volume's claimRef names, from the copy, only when it is that very claim (same UID). */
