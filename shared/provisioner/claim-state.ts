@@ -39,7 +39,10 @@ export interface ClaimState {
   /** The CreateVolume request, loaded once a round needs it. */
   request?: RequestOutcome;
   /** After a PV save failed: the claim read again (undefined: gone), or the error reading it. */
-  current?: { claim: PersistentVolumeClaim | undefined } | { error: unknown };
+  /** Read again after a failed PV save: the claim, and the PV of that name (another sync may have saved it). */
+  current?:
+    | { claim: PersistentVolumeClaim | undefined; volume?: PersistentVolume | undefined }
+    | { error: unknown };
   /** The claims of the namespace, listed for a round that would release the claim's data source. */
   sourceClaims?: readonly PersistentVolumeClaim[];
 }

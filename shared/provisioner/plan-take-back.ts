@@ -1,6 +1,6 @@
-// A created volume whose PV could not be saved: kept for the next sync while
-// its claim still holds the intent or is bound to the PV (another sync saved
-// it), else taken back at once. Pure.
+// A created volume whose PV could not be saved: kept when a PV of that name
+// records it (another sync saved it), or for the next sync while its claim
+// still holds the intent, else taken back at once. Pure.
 import type { ClaimState } from "./claim-state.ts";
 import { hasProvisioningIntent } from "./decide-claim.ts";
 import type { Needs, ProvisionerPlan, ProvisionerStep } from "./steps.ts";
@@ -33,6 +33,11 @@ export function takeBackRound(
       outcome: "PV not saved",
     };
   }
+  // A PV of that name records this very volume: another sync saved it, whatever this save answered
+  // (the claim may already be bound to it, or its intent released because the PV records it).
+  const recorded = s.current.volume;
+  if (recorded?.spec.csi?.volumeHandle === volumeId && volumeId !== "")
+    return { steps: [], outcome: `PV ${recorded.metadata.name} records the volume: saved by another sync` };
   const current = s.current.claim;
   const holds =
     current !== undefined && current.metadata.uid === s.claim.metadata.uid && hasProvisioningIntent(current);

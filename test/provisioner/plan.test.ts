@@ -400,6 +400,42 @@ describe("claim rounds", () => {
       want: { steps: [], outcome: `PV ${pvName} saved by another sync` },
     },
     {
+      // The window the row above leaves: the PV saved by another sync, the intent released because the PV
+      // records the volume, the claim not bound yet. The PV read with the claim says the volume is in use.
+      name: "the PV save failed, the intent released, not yet bound, but a PV of that name records the volume: nothing",
+      state: state(claim(intent), {
+        progress: { created, saveFailed: new Error("503") },
+        request: "ready",
+        current: {
+          claim: claim(),
+          volume: {
+            apiVersion: "v1",
+            kind: "PersistentVolume",
+            metadata: { name: pvName },
+            spec: { csi: { driver: "hostpath.csi.k8s.io", volumeHandle: "vol-1" } },
+          },
+        },
+      }),
+      want: { steps: [], outcome: `PV ${pvName} records the volume: saved by another sync` },
+    },
+    {
+      name: "the PV save failed, a PV of that name records another volume, the claim holds nothing: taken back",
+      state: state(claim(intent), {
+        progress: { created, saveFailed: new Error("503") },
+        request: "ready",
+        current: {
+          claim: claim(),
+          volume: {
+            apiVersion: "v1",
+            kind: "PersistentVolume",
+            metadata: { name: pvName },
+            spec: { csi: { driver: "hostpath.csi.k8s.io", volumeHandle: "vol-other" } },
+          },
+        },
+      }),
+      want: { steps: ["take-back-volume vol-1", "throw: 503"], outcome: "PV not saved; volume taken back" },
+    },
+    {
       name: "a PV of that name belongs to another claim, which is gone too: taken back",
       state: state(claim(intent), {
         progress: { created, found: { spec: { claimRef: { uid: "other" } } } as PersistentVolume },

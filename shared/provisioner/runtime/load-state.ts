@@ -92,11 +92,18 @@ async function supplyClaim(deps: LoaderDeps, s: ClaimState, { needs }: Needs): P
     const { name, namespace = "" } = s.claim.metadata;
     try {
       // No later event leads back here, so transient trouble is waited out a little.
-      const claim = await retrying(
-        () => getOptional(() => kube.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace)),
-        { maxAttempts: 4, baseDelayMs: 100, retryable: isTransient },
-      );
-      return { ...s, current: { claim } };
+      const again = { maxAttempts: 4, baseDelayMs: 100, retryable: isTransient };
+      const pvName = s.pvName.ok ? s.pvName.value : undefined;
+      const [claim, volume] = await Promise.all([
+        retrying(
+          () => getOptional(() => kube.get<PersistentVolumeClaim>(persistentVolumeClaims, name, namespace)),
+          again,
+        ),
+        pvName
+          ? retrying(() => getOptional(() => kube.get<PersistentVolume>(persistentVolumes, pvName)), again)
+          : undefined,
+      ]);
+      return { ...s, current: { claim, volume } };
     } catch (error) {
       return { ...s, current: { error } };
     }
