@@ -202,7 +202,7 @@ function intentSteps(s: ExpandState, target: string): ResizerStep[] {
     allocatedResources: { storage: target },
   };
   if (!sameTarget) status.allocatedResourceStatuses = { storage: "ControllerResizeInProgress" };
-  steps.push(statusStep(claim, status, true));
+  steps.push(statusStep(claim, status));
   return steps;
 }
 
@@ -257,14 +257,10 @@ function finish(
       message: fileSystemResizePendingMessage,
     };
     steps.push(
-      statusStep(
-        claim,
-        {
-          conditions: mergeResizeConditions(conditionsOf(claim), [pending], true),
-          allocatedResourceStatuses: { storage: "NodeResizePending" },
-        },
-        true,
-      ),
+      statusStep(claim, {
+        conditions: mergeResizeConditions(conditionsOf(claim), [pending], true),
+        allocatedResourceStatuses: { storage: "NodeResizePending" },
+      }),
       {
         op: "event",
         claim,
@@ -279,15 +275,11 @@ function finish(
     };
   }
   steps.push(
-    statusStep(
-      claim,
-      {
-        capacity: { storage: resized.capacity },
-        conditions: mergeResizeConditions(conditionsOf(claim), [], false),
-        allocatedResourceStatuses: { storage: null },
-      },
-      true,
-    ),
+    statusStep(claim, {
+      capacity: { storage: resized.capacity },
+      conditions: mergeResizeConditions(conditionsOf(claim), [], false),
+      allocatedResourceStatuses: { storage: null },
+    }),
     { op: "event", claim, type: "Normal", reason: reason.resizeSuccess, message: "Resize volume succeeded" },
   );
   return { steps, outcome: `expanded to ${resized.capacity}` };
@@ -312,7 +304,7 @@ function fail(s: ExpandState, pv: PersistentVolume, target: string, failure: Csi
     if (infeasible) status.allocatedResourceStatuses = { storage: "ControllerResizeInfeasible" };
     // Upstream's write here has no RV, but its strategic merge touches only this condition; our
     // merge patch replaces the list, so it must not land on a claim changed since the read.
-    steps.push(statusStep(claim, status, true));
+    steps.push(statusStep(claim, status));
   }
   const { annotations, delaySeconds } = failureAnnotations(claim, "expand", target, s.now, s.retryInterval, {
     slow: infeasible,
@@ -326,17 +318,12 @@ function fail(s: ExpandState, pv: PersistentVolume, target: string, failure: Csi
   return { steps, outcome: message, error: message };
 }
 
-export function statusStep(
-  claim: PersistentVolumeClaim,
-  status: Record<string, unknown>,
-  conditional: boolean,
-): ResizerStep {
+export function statusStep(claim: PersistentVolumeClaim, status: Record<string, unknown>): ResizerStep {
   return {
     op: "patch-claim-status",
     namespace: claim.metadata.namespace ?? "",
     name: claim.metadata.name,
     status,
-    conditional,
     resourceVersion: claim.metadata.resourceVersion,
   };
 }

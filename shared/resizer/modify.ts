@@ -63,7 +63,7 @@ export function planModification(s: ModifyState): ResizerPlan {
     return {
       steps: [
         // Conditional: a merge patch replaces the whole list (upstream's strategic merge does not).
-        statusStep(claim, { conditions }, true),
+        statusStep(claim, { conditions }),
         { op: "event", claim, type: "Normal", reason: reason.modifyCanceled, message: "Cancelled modify." },
       ],
       outcome: "modification cancelled",
@@ -75,10 +75,7 @@ export function planModification(s: ModifyState): ResizerPlan {
   if (!s.classes.has(spec)) {
     if (status?.status === "Pending") return none(`waiting for VolumeAttributesClass ${spec}`);
     return {
-      steps: [
-        statusStep(claim, { modifyVolumeStatus: { status: "Pending" } }, true),
-        vacMissingEvent(s, spec),
-      ],
+      steps: [statusStep(claim, { modifyVolumeStatus: { status: "Pending" } }), vacMissingEvent(s, spec)],
       outcome: `VolumeAttributesClass ${spec} does not exist`,
     };
   }
@@ -88,14 +85,10 @@ export function planModification(s: ModifyState): ResizerPlan {
     lastProbeTime: rfc3339(s.now),
     message: `Modifying volume to ${JSON.stringify(spec)} is in progress.`,
   };
-  const intent = statusStep(
-    claim,
-    {
-      modifyVolumeStatus: { targetVolumeAttributesClassName: spec, status: "InProgress" },
-      conditions: mergeConditions(conditionsOf(claim), [modifying]),
-    },
-    true,
-  );
+  const intent = statusStep(claim, {
+    modifyVolumeStatus: { targetVolumeAttributesClassName: spec, status: "InProgress" },
+    conditions: mergeConditions(conditionsOf(claim), [modifying]),
+  });
   return {
     steps: [
       { ...intent, carry: { kind: "modify-started", target: spec } } as ResizerStep,
@@ -182,11 +175,7 @@ function finish(s: ModifyState, pv: PersistentVolume, target: string): ResizerPl
     steps: [
       ...(Object.keys(cleared).length > 0 ? [annotationsStep(claim, cleared)] : []),
       // Conditional, as the cancel above: a stale list would bring back conditions others removed.
-      statusStep(
-        claim,
-        { modifyVolumeStatus: null, currentVolumeAttributesClassName: target, conditions },
-        true,
-      ),
+      statusStep(claim, { modifyVolumeStatus: null, currentVolumeAttributesClassName: target, conditions }),
       {
         op: "event",
         claim,
@@ -228,17 +217,13 @@ function fail(s: ModifyState, target: string, failure: CsiFailure): ResizerPlan 
     };
     const infeasible = final && failure.code === grpc.invalidArgument;
     steps.push(
-      statusStep(
-        claim,
-        {
-          modifyVolumeStatus: {
-            targetVolumeAttributesClassName: target,
-            status: infeasible ? "Infeasible" : "InProgress",
-          },
-          conditions: mergeConditions(conditionsOf(claim), [modifying, error]),
+      statusStep(claim, {
+        modifyVolumeStatus: {
+          targetVolumeAttributesClassName: target,
+          status: infeasible ? "Infeasible" : "InProgress",
         },
-        true,
-      ),
+        conditions: mergeConditions(conditionsOf(claim), [modifying, error]),
+      }),
     );
     if (!final) message += `. Still modifying to VAC ${target}`;
   }

@@ -80,13 +80,12 @@ export type ResizerState = ExpandState | ModifyState;
 export type StatusPatch = Record<string, unknown>;
 
 export type ResizerStep =
-  /** Merge patch of pvc/status, conditional on the resourceVersion read when `conditional`. */
+  /** Merge patch of pvc/status, conditional on the resourceVersion read (see the resizer section of README). */
   | {
       op: "patch-claim-status";
       namespace: string;
       name: string;
       status: StatusPatch;
-      conditional: boolean;
       resourceVersion: string | undefined;
       carry?: ResizerCarry;
     }

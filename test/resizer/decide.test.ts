@@ -122,8 +122,7 @@ function expand(
 function brief(steps: readonly ResizerStep[]) {
   return steps.map((s) => {
     if (s.op === "event") return { op: s.op, type: s.type, reason: s.reason, message: s.message };
-    if (s.op === "patch-claim-status")
-      return { op: s.op, status: stripTimes(s.status), conditional: s.conditional };
+    if (s.op === "patch-claim-status") return { op: s.op, status: stripTimes(s.status) };
     return s;
   });
 }
@@ -164,7 +163,6 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [resizing],
             allocatedResources: { storage: "2Gi" },
@@ -213,7 +211,6 @@ describe("expansion decisions", () => {
         },
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [resizing],
             allocatedResources: { storage: "2Gi" },
@@ -257,7 +254,6 @@ describe("expansion decisions", () => {
         },
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             capacity: { storage: "2Gi" },
             conditions: [{ type: "Other", status: "True" }],
@@ -275,7 +271,6 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [
               resizing,
@@ -377,7 +372,6 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [
               resizing,
@@ -424,7 +418,6 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [
               resizing,
@@ -531,7 +524,6 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [resizing],
             allocatedResources: { storage: "1500Mi" },
@@ -587,7 +579,6 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [resizing],
             allocatedResources: { storage: "3Gi" },
@@ -672,7 +663,6 @@ describe("expansion decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             conditions: [
               resizing,
@@ -807,7 +797,6 @@ describe("modification decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             modifyVolumeStatus: { targetVolumeAttributesClassName: "gold", status: "InProgress" },
             conditions: [inProgress],
@@ -903,7 +892,6 @@ describe("modification decisions", () => {
         },
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             modifyVolumeStatus: null,
             currentVolumeAttributesClassName: "gold",
@@ -931,7 +919,6 @@ describe("modification decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             modifyVolumeStatus: { targetVolumeAttributesClassName: "gold", status: "Infeasible" },
             conditions: [
@@ -981,7 +968,6 @@ describe("modification decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             modifyVolumeStatus: { targetVolumeAttributesClassName: "gold", status: "InProgress" },
             conditions: [
@@ -1046,7 +1032,6 @@ describe("modification decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: {
             modifyVolumeStatus: { targetVolumeAttributesClassName: "silver", status: "InProgress" },
             conditions: [
@@ -1074,7 +1059,6 @@ describe("modification decisions", () => {
       steps: [
         {
           op: "patch-claim-status",
-          conditional: true,
           status: { modifyVolumeStatus: { status: "Pending" } },
         },
         {

@@ -157,7 +157,7 @@ function resizerSpec(o: ResizerControllerOptions): ResizerSpec {
   const executors: Executors<ResizerStep, ResizerKey, ResizerCarry> = {
     async "patch-claim-status"(step, run) {
       const id = `claim ${step.namespace}/${step.name}`;
-      const rv = step.conditional ? run.precondition(id, step.resourceVersion) : undefined;
+      const rv = run.precondition(id, step.resourceVersion);
       const body = { ...(rv ? { metadata: { resourceVersion: rv } } : {}), status: step.status };
       const written = await kube.patch<PersistentVolumeClaim>(
         persistentVolumeClaims,
