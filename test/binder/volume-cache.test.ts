@@ -594,6 +594,93 @@ describe("binder: reads from the watched copy of the claims", () => {
     assert.equal(counters["list persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
   });
 
+  it("a Released volume's event, its claim absent from the claim copy: no read of the claim (gone for good), even from a copy behind the event", async () => {
+    const volume = await boundPair("released");
+    const before = await listClaims();
+    await kube.delete(persistentVolumeClaims, "released", "default");
+    const plain = new BinderController({ kube, events: recorder });
+    await plain.syncVolumeByName(volume.metadata.name);
+    const released = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
+    assert.equal(released.status?.phase, "Released");
+    const without = before.items.filter((c) => c.metadata.name !== "released");
+    // A copy far behind the event: only the phase makes its word enough.
+    const { reports, counters } = await volumeEvent(claimCopy(without, "1"), released);
+    assert.equal(counters["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
+    assert.equal(counters["update persistentvolumes"] ?? 0, 0, JSON.stringify(reports));
+    // The same copy still holding the claim (lagging its deletion) proves nothing: the claim is read live.
+    const holding = await volumeEvent(claimCopy(before.items, "1"), released);
+    assert.equal(holding.counters["get persistentvolumeclaims"], 1, JSON.stringify(holding.counters));
+    assert.equal(
+      (await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name)).status?.phase,
+      "Released",
+    );
+  });
+
+  it("a provisioned volume nudging its claim: claim and candidate come from copies that have reached its event, no GET", async () => {
+    const claim = await kube.create(persistentVolumeClaims, pvc("nudged-copies", "5Gi"));
+    // As a provisioner creates it: pointing at the claim, UID included.
+    const created = await kube.create(
+      persistentVolumes,
+      pv("nudging-copies", "10Gi", {
+        claimRef: {
+          kind: "PersistentVolumeClaim",
+          namespace: "default",
+          name: "nudged-copies",
+          uid: claim.metadata.uid!,
+        },
+      }),
+    );
+    const claims = await listClaims();
+    const volumes = await kube.list<PersistentVolume>(persistentVolumes);
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, claims.resourceVersion),
+      volumeCache: frozenCopy(volumes.items, volumes.resourceVersion),
+    });
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: "nudging-copies",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.ok(
+      reports.some((r) => r.outcome === "bound to volume nudging-copies"),
+      JSON.stringify(reports),
+    );
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
+    assert.equal(counters["get persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+    const bound = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "nudged-copies", "default");
+    assert.equal(bound.spec.volumeName, "nudging-copies");
+  });
+
+  it("a new static volume nudging a waiting claim: its copy (not yet Available) does not fit, so it is read fresh and bound", async () => {
+    await kube.create(persistentVolumeClaims, pvc("nudged-static", "5Gi"));
+    const created = await kube.create(persistentVolumes, pv("nudging-static", "10Gi"));
+    const claims = await listClaims();
+    const volumes = await kube.list<PersistentVolume>(persistentVolumes);
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, claims.resourceVersion),
+      volumeCache: frozenCopy(volumes.items, volumes.resourceVersion),
+    });
+    const reports = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: "nudging-static",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.deepEqual(
+      reports.map((r) => r.outcome),
+      ["volume is available", "bound to volume nudging-static"],
+    );
+  });
+
   it("a copy that claims to be current but is not: the write loses its race, and the next attempt reads live", async () => {
     await createVolume(pv("for-stale", "10Gi"));
     const created = await kube.create(persistentVolumeClaims, pvc("stale", "5Gi"));

@@ -18,6 +18,7 @@ import type { KubeObject, PersistentVolume, PersistentVolumeClaim, Pod } from ".
 import { pvcProtectionFinalizer, pvProtectionFinalizer } from "../../shared/kube/well-known.ts";
 import { createLogger } from "../../shared/log.ts";
 import { createMetricsRegistry, type Registry } from "../../shared/metrics.ts";
+import { LivePodLists } from "../../shared/protection/runtime/live-pod-lists.ts";
 import { ProtectionController } from "../../shared/protection/runtime/protection-controller.ts";
 import { protectionMetrics } from "../../shared/protection/runtime/protection-metrics.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
@@ -245,6 +246,62 @@ describe("pvc-protection", () => {
     );
     assert.equal(api.counters.get("list pods"), 2, "each attempt proves non-use on its own live list");
     assert.equal(await getOptional(() => kube.get(persistentVolumeClaims, "raced", "default")), undefined);
+  });
+});
+
+describe("pvc-protection: reads", () => {
+  it("a claim's event is decided on the event's own copy: no GET of the claim, one live pod list, one write", async () => {
+    await kube.create(persistentVolumeClaims, claim("copied"));
+    const marked = await deleting<PersistentVolumeClaim>(persistentVolumeClaims, "copied", "default");
+    api.counters.clear();
+    const r = await send("MODIFIED", marked);
+    assert.deepEqual(r.outcomes, [`claim default/copied: removed ${pvcProtectionFinalizer}: no pod uses it`]);
+    assert.deepEqual(Object.fromEntries(api.counters), {
+      "list pods": 1,
+      "update persistentvolumeclaims": 1,
+    });
+  });
+
+  it("claims deleted together share the live pod lists, each started after the claims it serves were in hand", async () => {
+    const names = ["batch-a", "batch-b", "batch-c", "batch-d", "batch-e", "batch-f"];
+    const marked: PersistentVolumeClaim[] = [];
+    for (const name of names) {
+      await kube.create(persistentVolumeClaims, claim(name));
+      marked.push(await deleting<PersistentVolumeClaim>(persistentVolumeClaims, name, "default"));
+    }
+    api.faults.set({ latencyMs: 150, verbs: ["list"], resources: ["pods"] });
+    api.counters.clear();
+    const answers = await Promise.all(marked.map((c) => send("MODIFIED", c)));
+    api.faults.clear();
+    for (const [i, a] of answers.entries())
+      assert.deepEqual(a.outcomes, [
+        `claim default/${names[i]}: removed ${pvcProtectionFinalizer}: no pod uses it`,
+      ]);
+    const lists = api.counters.get("list pods") ?? 0;
+    assert.ok(lists >= 1 && lists < names.length, `${lists} lists for ${names.length} claims`);
+    const counted = await registry.getSingleMetric("protection_live_pod_lists_total")?.get();
+    assert.equal(counted?.values[0]?.value, lists);
+  });
+
+  it("a list already in flight when a claim copy arrives is not used for it: the next list is", async () => {
+    const lists = new LivePodLists(kube, protectionMetrics(registry));
+    await kube.create(pods, pod("early", "some-claim"));
+    api.faults.set({ latencyMs: 200, verbs: ["list"], resources: ["pods"] });
+    api.counters.clear();
+    const first = lists.podsIn("default", performance.now());
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // A copy in hand only now: the list above may have been read before the claim's deletion.
+    const joined = lists.podsIn("default", 0);
+    const later = lists.podsIn("default", performance.now());
+    const [a, b, c] = await Promise.all([first, joined, later]);
+    api.faults.clear();
+    assert.equal(a, b, "a caller whose copy is older than the list shares it");
+    assert.notEqual(c, a, "a caller whose copy is newer waits for the next list");
+    assert.equal(api.counters.get("list pods"), 2);
+    assert.deepEqual(
+      c.map((p) => p.metadata.name),
+      ["early"],
+    );
   });
 });
 

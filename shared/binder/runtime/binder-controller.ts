@@ -20,7 +20,7 @@ import { boundVolumeNeedsNothing } from "./bound-volume-check.ts";
 import { binderExecutors, type EventSink } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
 import { VolumePicks } from "./volume-picks.ts";
-import { type ClaimCache, copyAtLeast } from "./watched-reads.ts";
+import { type ClaimCache, caughtUp, copyAtLeast } from "./watched-reads.ts";
 
 export interface SyncReport {
   object: string;
@@ -57,8 +57,17 @@ export interface BinderControllerOptions {
 }
 
 /** A binder key is what a plan may follow up on: a claim (with a candidate volume) or a volume. */
-/** `atLeast`: the revision of the event that named the key; a watched copy that has reached it may stand in for a GET. */
-type BinderKey = FollowUp & { atLeast?: string };
+/**
+ * `atLeast`: the revision of the event that named the key; a watched copy that has reached it may stand in for a GET.
+ * `atLeastOfVolume`: that event was a volume's (a claim nudged by its volume), not the claim's own.
+ */
+type BinderKey = FollowUp & { atLeast?: string; atLeastOfVolume?: true };
+
+/** An event's copy that names a bound partner (a claim's volumeName, a volume's claimRef): worth a bound check. */
+function isBoundCopy(object: Record<string, unknown> | undefined): boolean {
+  const spec = object?.spec as { volumeName?: unknown; claimRef?: { uid?: unknown } } | undefined;
+  return Boolean(spec?.volumeName) || Boolean(spec?.claimRef?.uid);
+}
 
 function revisionOf(object: Record<string, unknown> | undefined): string | undefined {
   const rv = (object?.metadata as { resourceVersion?: unknown } | undefined)?.resourceVersion;
@@ -97,7 +106,12 @@ function binderSpec(
   async function claimDeleted(e: BinderEvent): Promise<BinderKey[]> {
     const namespace = e.namespace ?? "";
     // A copy past the deletion answers whether the claim is back (a new one by that name); else the API does.
-    const copied = copyAtLeast<PersistentVolumeClaim>(o.claimCache, namespace, e.name, revisionOf(e.object));
+    const copied = await copyAtLeast<PersistentVolumeClaim>(
+      o.claimCache,
+      namespace,
+      e.name,
+      revisionOf(e.object),
+    );
     const again = copied ? copied.found : await readClaim(kube, namespace, e.name);
     if (again) return [{ kind: "claim", namespace, name: e.name }];
     const spec = e.object?.spec as { volumeName?: unknown } | undefined;
@@ -115,7 +129,7 @@ function binderSpec(
   /** A deleted volume may leave a bound claim Lost: sync the claim it pointed at. */
   async function volumeDeleted(e: BinderEvent): Promise<BinderKey[]> {
     const atLeast = revisionOf(e.object);
-    const copied = copyAtLeast<PersistentVolume>(o.volumeCache, "", e.name, atLeast);
+    const copied = await copyAtLeast<PersistentVolume>(o.volumeCache, "", e.name, atLeast);
     if (copied ? copied.found : await readVolume(kube, e.name)) return [{ kind: "volume", name: e.name }];
     const copy = volumeCopy(e);
     if (copy)
@@ -161,12 +175,14 @@ function binderSpec(
       // A copy with malformed fields only loses the shortcut; the volume's own sync reads the truth.
       return [key];
     }
+    // The volume event's revision: a claim copy past it may stand in for the claim, the volume copy for the candidate.
     const waiting = picked.map(
       (c): BinderKey => ({
         kind: "claim",
         namespace: c.metadata.namespace ?? "",
         name: c.metadata.name,
         candidate: e.name,
+        ...(atLeast ? { atLeast, atLeastOfVolume: true as const } : {}),
       }),
     );
     return [key, ...waiting];
@@ -179,16 +195,20 @@ function binderSpec(
       if (e.kind === "PersistentVolumeClaim") {
         if (e.action === "delete") return claimDeleted(e);
         const key = { namespace: e.namespace ?? "", name: e.name };
+        const atLeast = revisionOf(e.object);
+        if (o.volumeCache?.synced && isBoundCopy(e.object))
+          await caughtUp(o.volumeCache.store, atLeast, false);
         if (boundClaimNeedsNothing(key, e.object, o.volumeCache, now())) {
           const object = `claim ${key.namespace}/${key.name}`;
           const outcome = "already bound (event copy, watched volume)";
           return { reports: [{ object, outcome, writes: 0, events: 0, attempts: 0 }] };
         }
-        const atLeast = revisionOf(e.object);
         return [{ kind: "claim", ...key, ...(atLeast ? { atLeast } : {}) }];
       }
       if (e.kind === "PersistentVolume") {
         if (e.action === "delete") return volumeDeleted(e);
+        if (o.claimCache?.synced && isBoundCopy(e.object))
+          await caughtUp(o.claimCache.store, revisionOf(e.object), false);
         if (boundVolumeNeedsNothing(e.name, e.object, o.claimCache, now())) {
           const outcome = "already bound (event copy, watched claim)";
           return { reports: [{ object: `volume ${e.name}`, outcome, writes: 0, events: 0, attempts: 0 }] };
@@ -202,16 +222,26 @@ function binderSpec(
       const first = attempt === 1;
       if (key.kind === "claim") {
         const copied = first
-          ? copyAtLeast<PersistentVolumeClaim>(o.claimCache, key.namespace, key.name, key.atLeast)
+          ? await copyAtLeast<PersistentVolumeClaim>(
+              o.claimCache,
+              key.namespace,
+              key.name,
+              key.atLeast,
+              !key.atLeastOfVolume,
+            )
           : undefined;
         const claim = copied ? copied.found : await readClaim(kube, key.namespace, key.name);
         if (!claim) return undefined;
         const classes = o.storageClasses?.();
-        const view = await loadClaimView(kube, claim, now(), key.candidate, o.volumeCache, classes, picks);
+        // A nudged claim's candidate may come from the volume copy once it has reached the volume's event.
+        const candidate = key.candidate
+          ? { name: key.candidate, ...(first && key.atLeastOfVolume ? { atLeast: key.atLeast } : {}) }
+          : undefined;
+        const view = await loadClaimView(kube, claim, now(), candidate, o.volumeCache, classes, picks);
         return { kind: "claim", claim, view };
       }
       const copiedVolume = first
-        ? copyAtLeast<PersistentVolume>(o.volumeCache, "", key.name, key.atLeast)
+        ? await copyAtLeast<PersistentVolume>(o.volumeCache, "", key.name, key.atLeast)
         : undefined;
       const volume = copiedVolume ? copiedVolume.found : await readVolume(kube, key.name);
       if (!volume) return undefined;
@@ -238,6 +268,11 @@ function binderSpec(
     executors: instruments.executors(binderExecutors(kube, o.events)),
     // A claim may be synced again after its volume's sync (the volume's writes change what it sees).
     repeatable: (key) => key.kind === "claim",
+    // A volume's claim (a provisioned volume's, say) inherits the volume event's revision: copies past it may answer.
+    async followUpKeys(f, from) {
+      if (f.kind !== "claim" || from.kind !== "volume" || !from.atLeast) return [f];
+      return [{ ...f, atLeast: from.atLeast, atLeastOfVolume: true }];
+    },
     report,
     /** The periodic pass that repairs lost events: every claim, then every volume. */
     async resyncKeys() {

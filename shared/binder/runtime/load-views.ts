@@ -22,7 +22,7 @@ import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
 import { claimKey, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
 import type { VolumePicks } from "./volume-picks.ts";
-import { type ClaimCache, refClaimFromCopy } from "./watched-reads.ts";
+import { type ClaimCache, caughtUp, copyAtLeast, refClaimFromCopy } from "./watched-reads.ts";
 
 export function readClaim(
   kube: KubeJsonClient,
@@ -105,7 +105,7 @@ function cachePick(
 async function matchingVolumes(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
-  candidate: string | undefined,
+  candidate: Candidate | undefined,
   cache: VolumeCache | undefined,
   picks: VolumePicks | undefined,
 ): Promise<PersistentVolume[]> {
@@ -113,7 +113,12 @@ async function matchingVolumes(
   // joins the cache's candidates fresh: the copy may not have seen it yet.
   let fits: PersistentVolume | undefined;
   if (candidate) {
-    const v = await readVolume(kube, candidate);
+    const copied = (await copyAtLeast(cache, "", candidate.name, candidate.atLeast))?.found;
+    // A copy that does not fit may only lack the volume's own sync's write (Available) just made: read it.
+    const v =
+      copied && findBestMatchForClaim([copied], claim, false).volume
+        ? copied
+        : await readVolume(kube, candidate.name);
     // Delay binding never skips a pre-bound volume, so the answer does not depend on the class here.
     if (v && winsWithoutSearch(v, claim, false)) return [v];
     if (v && findBestMatchForClaim([v], claim, false).volume) fits = v;
@@ -154,11 +159,20 @@ async function matchingVolumes(
   return listed.items;
 }
 
+/**
+ * A volume known to point at the claim. `atLeast`: the revision of the volume
+ * event that named it; a volume copy that has reached it stands in for a GET.
+ */
+export interface Candidate {
+  name: string;
+  atLeast?: string | undefined;
+}
+
 export async function loadClaimView(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
   now: string,
-  candidate?: string,
+  candidate?: Candidate,
   cache?: VolumeCache,
   classCopy?: StorageClassCopy,
   picks?: VolumePicks,
@@ -190,6 +204,11 @@ export async function loadClaimView(
   return { volumes, classes, pods: claimPods, now };
 }
 
+/** Whether the copy holds a claim of the ref's name and namespace, whatever its UID. */
+function claimInCopy(cache: ClaimCache, ref: { namespace?: string; name?: string }): boolean {
+  return cache.store.get(ref.namespace ?? "", ref.name ?? "") !== undefined;
+}
+
 export async function loadVolumeView(
   kube: KubeJsonClient,
   volume: PersistentVolume,
@@ -198,11 +217,20 @@ export async function loadVolumeView(
 ): Promise<VolumeSyncView> {
   const ref = volume.spec.claimRef;
   if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now };
+  const cache = claims?.cache;
   // A copy behind the event may still hold a claim that event deleted: only one that has reached it may answer.
-  const copied = claims?.cache?.store.covers(claims.atLeast)
-    ? refClaimFromCopy(claims.cache, ref)
-    : undefined;
-  const claim = copied ?? (await readClaim(kube, ref.namespace ?? "", ref.name));
+  const copied =
+    cache?.synced && (await caughtUp(cache.store, claims?.atLeast, false))
+      ? refClaimFromCopy(cache, ref)
+      : undefined;
+  // The claim of a Released or Failed volume is gone for good (its absence released the volume): the copy's word will do.
+  const phase = volume.status?.phase;
+  const goneForGood =
+    !copied &&
+    cache?.synced === true &&
+    (phase === "Released" || phase === "Failed") &&
+    !claimInCopy(cache, ref);
+  const claim = copied ?? (goneForGood ? undefined : await readClaim(kube, ref.namespace ?? "", ref.name));
   const claimGone = !claim || claim.metadata.uid !== ref.uid;
   // Only the Recycle policy asks which pods still use the claim.
   const claimPods =

@@ -8,6 +8,9 @@
 //   A claim the copy lacks, or holds with another UID, is read live: "the
 //   claim is gone" releases a volume, and must never come from a lagging copy
 //   (upstream's binder re-reads the API server before it believes that too).
+//   Except for a Released or Failed volume: its claim was gone already (that
+//   is what released it) and never comes back, so the copy's word suffices,
+//   as upstream's binder takes its informer's.
 // Every write is still conditional on the resourceVersion it was decided on,
 // so a copy that is behind costs a conflict and a fresh attempt, not a wrong
 // write.
@@ -20,19 +23,43 @@ export interface ClaimCache {
   readonly store: ObjectStore<PersistentVolumeClaim>;
 }
 
+/** A watch that delivered something this recently counts as busy: it passes any recent revision soon. */
+const BUSY_WATCH_MS = 250;
+/** How long a sync waits for a copy to reach a revision before it reads the API instead. */
+const CATCH_UP_MS = 50;
+
 /**
- * What the copy says of an object an event named, once the copy has reached
- * the event's revision: `{found}` (undefined found: it was gone by then, and
- * whatever comes back brings its own event); undefined when the copy cannot
- * answer (not synced, or behind).
+ * Whether the copy has reached revision `atLeast`, waiting briefly for it:
+ * always when the revision is of the copy's own kind (its watch delivers that
+ * very event within moments), else only while its watch is busy (a quiet
+ * watch may not pass another kind's revision for a long time). A wait trades
+ * a GET's round trip through the API server and etcd for a few milliseconds.
  */
-export function copyAtLeast<T extends KubeObject>(
+export async function caughtUp(
+  store: Pick<ObjectStore<KubeObject>, "covers" | "changedWithin" | "whenCovers">,
+  atLeast: string | undefined,
+  ownKind: boolean,
+): Promise<boolean> {
+  if (atLeast === undefined) return false;
+  if (store.covers(atLeast)) return true;
+  if (!ownKind && !store.changedWithin(BUSY_WATCH_MS)) return false;
+  return store.whenCovers(atLeast, CATCH_UP_MS);
+}
+
+/**
+ * What the copy says of an object, once the copy has reached revision
+ * `atLeast` (see caughtUp): `{found}` (undefined found: it was gone by then,
+ * and whatever comes back brings its own event); undefined when the copy
+ * cannot answer (not synced, or behind).
+ */
+export async function copyAtLeast<T extends KubeObject>(
   cache: { readonly synced: boolean; readonly store: ObjectStore<T> } | undefined,
   namespace: string,
   name: string,
   atLeast: string | undefined,
-): { found: T | undefined } | undefined {
-  if (!cache?.synced || atLeast === undefined || !cache.store.covers(atLeast)) return undefined;
+  ownKind = true,
+): Promise<{ found: T | undefined } | undefined> {
+  if (!cache?.synced || !(await caughtUp(cache.store, atLeast, ownKind))) return undefined;
   return { found: cache.store.get(namespace, name) };
 }
 

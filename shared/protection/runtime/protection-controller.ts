@@ -1,9 +1,9 @@
 // The pvc-protection and pv-protection controllers of kube-controller-manager
 // as one stateless controller on the shared runtime (shared/controller): each
-// event names the claims and PVs to check, each check reads the object,
-// decides (../decide-*.ts) and writes the whole object back conditional on
-// the resourceVersion it read. A lost race is decided again on fresh state; a
-// lost event is caught by the resync.
+// event names the claims and PVs to check, each check takes the object from
+// the event (or reads it), decides (../decide-*.ts) and writes the whole
+// object back conditional on that copy's resourceVersion. A lost race is
+// decided again on a fresh read; a lost event is caught by the resync.
 import { ControllerRuntime, type ControllerSpec, type Executors } from "../../controller/index.ts";
 import type { ControllerEvent } from "../../http/controller-function.ts";
 import { BadRequestError } from "../../http/errors.ts";
@@ -40,12 +40,12 @@ export interface ProtectionControllerOptions {
 }
 
 interface ClaimSyncHints {
-  /** The claim as a list read it, used for the first attempt instead of a GET. */
+  /** The claim as a list or the event carried it, used for the first attempt instead of a GET. */
   copy?: PersistentVolumeClaim;
+  /** performance.now() once `copy` was in hand: a live pod list must start after it. */
+  copiedAt?: number;
   /** Pods at hand: a reason to keep the finalizer, never to remove it. */
   cachedPods?: readonly Pod[];
-  /** The pass's live lists, made after `copy` was read. */
-  livePods?: LivePodLists;
 }
 
 type ProtectionKey =
@@ -68,6 +68,7 @@ function protectionSpec(
   metrics: ProtectionMetrics,
 ): ControllerSpec<ProtectionKey, ProtectionState, ProtectionStep, never, never, ProtectionReport> {
   const answer = (object: string, outcome: string) => ({ reports: [{ object, outcome, writes: 0 }] });
+  const livePods = new LivePodLists(kube, metrics);
 
   /** A deleted, terminated or unscheduled pod may free its claims: check each of them. */
   async function podKeys(e: ControllerEvent, namespace: string) {
@@ -118,14 +119,24 @@ function protectionSpec(
           if (e.action === "delete") return answer(object, "deleted");
           const copy = claimFromEvent(e.object);
           if (copy && claimNeedsNoSync(copy)) return answer(object, "protected (the event's copy)");
-          return [{ kind: "claim", namespace, name: e.name }];
+          // The first attempt decides on the event's copy, as upstream on its informer's: the write is
+          // conditional on its resourceVersion, so a stale copy loses the race and the retry reads live.
+          const own = copy?.metadata.name === e.name && (copy.metadata.namespace ?? "") === namespace;
+          return [
+            {
+              kind: "claim",
+              namespace,
+              name: e.name,
+              ...(own ? { copy, copiedAt: performance.now() } : {}),
+            },
+          ];
         }
         case "PersistentVolume": {
           if (e.action === "delete") return answer(`volume ${e.name}`, "deleted");
           const copy = volumeFromEvent(e.object);
           if (copy && volumeNeedsNoSync(copy))
             return answer(`volume ${e.name}`, "protected (the event's copy)");
-          return [{ kind: "volume", name: e.name }];
+          return [{ kind: "volume", name: e.name, ...(copy?.metadata.name === e.name ? { copy } : {}) }];
         }
         case "Pod":
           return podKeys(e, namespaceOf(e));
@@ -143,19 +154,20 @@ function protectionSpec(
             : await getOptional(() => kube.get<PersistentVolume>(persistentVolumes, key.name));
         return volume ? { kind: "volume", volume } : undefined;
       }
-      const claim =
-        first && key.copy
-          ? key.copy
-          : await getOptional(() =>
-              kube.get<PersistentVolumeClaim>(persistentVolumeClaims, key.name, key.namespace),
-            );
+      const fromCopy = first && key.copy !== undefined && key.copiedAt !== undefined;
+      const copiedAt = fromCopy ? key.copiedAt! : performance.now();
+      const claim = fromCopy
+        ? key.copy
+        : await getOptional(() =>
+            kube.get<PersistentVolumeClaim>(persistentVolumeClaims, key.name, key.namespace),
+          );
       if (!claim) return undefined;
       const cachedPods = key.cachedPods ?? [];
       // The decision says whether the pods at hand settle it; only then is the namespace listed.
       const asked = decideClaim({ claim, cachedPods });
       if (asked.op !== "list-pods") return { kind: "claim", input: { claim, cachedPods } };
-      const lists = first && key.livePods ? key.livePods : new LivePodLists(kube, metrics);
-      return { kind: "claim", input: { claim, cachedPods, livePods: await lists.podsIn(asked.namespace) } };
+      const listed = await livePods.podsIn(asked.namespace, copiedAt);
+      return { kind: "claim", input: { claim, cachedPods, livePods: listed } };
     },
     absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),
     decide: (state) =>
@@ -167,14 +179,14 @@ function protectionSpec(
         kube.list<PersistentVolumeClaim>(persistentVolumeClaims),
         kube.list<PersistentVolume>(persistentVolumes),
       ]);
-      // Made after the claims were read: its lists are newer than every claim copy they judge.
-      const livePods = new LivePodLists(kube, metrics);
+      // Pod lists for these copies must start after they were read.
+      const copiedAt = performance.now();
       const claims = claimList.items.filter((c) => !claimNeedsNoSync(c));
       const volumes = volumeList.items.filter((v) => !volumeNeedsNoSync(v));
       const keys: ProtectionKey[] = [
         ...claims.map((c): ProtectionKey => {
           const namespace = c.metadata.namespace ?? "";
-          return { kind: "claim", namespace, name: c.metadata.name, copy: c, livePods };
+          return { kind: "claim", namespace, name: c.metadata.name, copy: c, copiedAt };
         }),
         ...volumes.map((v): ProtectionKey => ({ kind: "volume", name: v.metadata.name, copy: v })),
       ];
