@@ -681,6 +681,57 @@ describe("binder: reads from the watched copy of the claims", () => {
     );
   });
 
+  it("a Released volume's deletion, its claim absent from the claim copy: no claim sync, not a single request", async () => {
+    const volume = await boundPair("released-then-deleted");
+    await kube.delete(persistentVolumeClaims, "released-then-deleted", "default");
+    const plain = new BinderController({ kube, events: recorder });
+    await plain.syncVolumeByName(volume.metadata.name);
+    const released = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
+    assert.equal(released.status?.phase, "Released");
+    await kube.delete(persistentVolumes, volume.metadata.name);
+    const claims = await listClaims();
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, claims.resourceVersion),
+    });
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "delete",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: volume.metadata.name,
+      object: released as unknown as Record<string, unknown>,
+    });
+    assert.deepEqual(reports, []);
+    assert.deepEqual(await sandbox.admin.counters(), { "get persistentvolumes": 1 });
+  });
+
+  it("a Bound volume's deletion: its claim is synced (read live: the copy has not seen the volume go) and marked Lost", async () => {
+    const volume = await boundPair("bound-then-deleted");
+    await kube.delete(persistentVolumes, volume.metadata.name);
+    const claims = await listClaims();
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, claims.resourceVersion),
+    });
+    const reports = await binder.handleEvent({
+      action: "delete",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: volume.metadata.name,
+      object: volume as unknown as Record<string, unknown>,
+    });
+    assert.equal(reports.length, 1, JSON.stringify(reports));
+    const lost = await kube.get<PersistentVolumeClaim>(
+      persistentVolumeClaims,
+      "bound-then-deleted",
+      "default",
+    );
+    assert.equal(lost.status?.phase, "Lost");
+  });
+
   it("a copy that claims to be current but is not: the write loses its race, and the next attempt reads live", async () => {
     await createVolume(pv("for-stale", "10Gi"));
     const created = await kube.create(persistentVolumeClaims, pvc("stale", "5Gi"));

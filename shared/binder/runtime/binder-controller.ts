@@ -140,7 +140,17 @@ function binderSpec(
     const spec = e.object?.spec as { claimRef?: { namespace?: unknown; name?: unknown } } | undefined;
     const ref = spec?.claimRef;
     if (typeof ref?.name !== "string" || typeof ref.namespace !== "string") return [];
-    return [{ kind: "claim", namespace: ref.namespace, name: ref.name, ...(atLeast ? { atLeast } : {}) }];
+    // A Released or Failed volume's claim is gone for good: unless the claim copy holds a claim by that
+    // name (a new one that may name this volume), nothing is left to mark Lost.
+    const phase = copy?.status?.phase;
+    if (
+      (phase === "Released" || phase === "Failed") &&
+      o.claimCache?.synced === true &&
+      o.claimCache.store.get(ref.namespace, ref.name) === undefined
+    )
+      return [];
+    const since = atLeast ? { atLeast, atLeastOfVolume: true as const } : {};
+    return [{ kind: "claim", namespace: ref.namespace, name: ref.name, ...since }];
   }
 
   /**
