@@ -7,5 +7,10 @@ import { build } from "./main.ts";
 
 // No watched copies: a frozen Lambda cannot keep a watch open.
 export const handler = lambdaHandler("provisioner", () =>
-  build({ ...process.env, PROVISIONER_TOPOLOGY_CACHE: "false", STORAGE_CLASS_CACHE: "false" }),
+  build({
+    ...process.env,
+    PROVISIONER_TOPOLOGY_CACHE: "false",
+    STORAGE_CLASS_CACHE: "false",
+    PROVISIONER_ATTACHMENT_CACHE: "false",
+  }),
 );

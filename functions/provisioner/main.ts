@@ -3,7 +3,7 @@
 // DRIVER_NAME, CSI_TIMEOUT_SECONDS, VOLUME_NAME_PREFIX, VOLUME_NAME_UUID_LENGTH,
 // DEFAULT_FSTYPE, EXTRA_CREATE_METADATA, STRICT_TOPOLOGY, IMMEDIATE_TOPOLOGY,
 // PROVISIONER_IDENTITY, PROVISIONER_TOPOLOGY_CACHE, STORAGE_CLASS_CACHE,
-// CONTROLLER_PUBLISH_READONLY, WORKERS, RETRY_INTERVAL_START_SECONDS,
+// PROVISIONER_ATTACHMENT_CACHE, CONTROLLER_PUBLISH_READONLY, WORKERS, RETRY_INTERVAL_START_SECONDS,
 // RETRY_INTERVAL_MAX_SECONDS, KUBE_API_QPS, KUBE_API_BURST, PORT, LOG_LEVEL.
 
 import {
@@ -21,6 +21,7 @@ import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts
 import { createLogger } from "../../shared/log.ts";
 import { CapacityController } from "../../shared/provisioner/capacity/runtime/capacity-controller.ts";
 import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared/provisioner/options.ts";
+import { attachmentCopyFromEnv } from "../../shared/provisioner/runtime/attachment-copy.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { lazyTopologyCopies } from "../../shared/provisioner/runtime/topology-copies.ts";
 import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
@@ -100,6 +101,10 @@ export async function build(env = process.env): Promise<BuiltFunction> {
       : undefined;
   // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
   const classCopy = storageClassCopyFromEnv(env, { kubeConfig, json: kube, log: logger });
+  // And of the VolumeAttachments a deletion checks, started by the first one (attachment-copy.ts).
+  const attachmentCopy = capabilities.publishUnpublishVolume
+    ? attachmentCopyFromEnv(env, { kubeConfig, json: kube, log: logger })
+    : undefined;
   const controller = new ProvisionerController({
     kube,
     csi,
@@ -109,6 +114,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     workers: knobs.workers,
     ...(topology ? { topology: topology.get } : {}),
     ...(classCopy ? { storageClasses: classCopy.get } : {}),
+    ...(attachmentCopy ? { attachments: attachmentCopy.get } : {}),
   });
   const capacity = capacityFromEnv(env, capabilities.getCapacity);
   const app = createProvisionerApp({
@@ -124,7 +130,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     name: "provisioner",
     app,
     logger,
-    close: closeParts({ copies: [topology, classCopy], kube, csi }),
+    close: closeParts({ copies: [topology, classCopy, attachmentCopy], kube, csi }),
   };
 }
 

@@ -185,8 +185,9 @@ describe("ClusterRoles", () => {
     }
     // Functions are handed their events; the watches are the binder's copies of the PVs and claims
     // (read as upstream reads its informers, never "gone" from a copy), the provisioner's copies of
-    // the Nodes and CSINodes (topology), the attacher's of the CSINodes (node IDs), and the
-    // binder's and provisioner's copy of the StorageClasses (whose specs cannot change).
+    // the Nodes and CSINodes (topology) and of the VolumeAttachments (a deletion's "still attached"
+    // check), the attacher's of the CSINodes (node IDs), and the binder's and provisioner's copy of
+    // the StorageClasses (whose specs cannot change).
     const allowedWatches: Record<string, string[]> = {
       binder: [
         "core/persistentvolumeclaims:watch",
@@ -198,6 +199,7 @@ describe("ClusterRoles", () => {
         "core/nodes:watch",
         "storage.k8s.io/csinodes:watch",
         "storage.k8s.io/storageclasses:watch",
+        "storage.k8s.io/volumeattachments:watch",
       ],
     };
     for (const name of FUNCTION_NAMES) {

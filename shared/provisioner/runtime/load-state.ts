@@ -8,10 +8,10 @@ import type { CsiClient } from "../../csi/client.ts";
 import { getOptional, isTransient } from "../../kube/api-errors.ts";
 import { claimClass } from "../../kube/claim-class.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { persistentVolumeClaims, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import { readSecretData } from "../../kube/secrets.ts";
 import { readStorageClass, type StorageClassCopy } from "../../kube/storage-class-copy.ts";
-import type { PersistentVolume, PersistentVolumeClaim, VolumeAttachment } from "../../kube/types.ts";
+import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 import { retrying } from "../../retry.ts";
 import type { ClaimState } from "../claim-state.ts";
 import { annDeletionSecretName, annDeletionSecretNamespace } from "../constants.ts";
@@ -21,6 +21,7 @@ import { planClaimRound } from "../plan-claim.ts";
 import { planVolumeRound, type VolumeState } from "../plan-volume.ts";
 import type { Needs, ProvisionerFact } from "../steps.ts";
 import { volumeNameForClaim } from "../volume-name.ts";
+import { type AttachmentCopy, attachmentsOf } from "./attachment-copy.ts";
 import { loadCreateVolumeRequest, type NodeTopologyCopies } from "./load-request.ts";
 
 export interface LoaderDeps {
@@ -31,6 +32,8 @@ export interface LoaderDeps {
   now: () => Date;
   topology: (() => NodeTopologyCopies) | undefined;
   storageClasses: (() => StorageClassCopy) | undefined;
+  /** A watched copy of the VolumeAttachments (attachment-copy.ts); none: list them per deletion. */
+  attachments?: (() => AttachmentCopy) | undefined;
 }
 
 /** The previous round's state with what its steps carried (a written claim, progress) laid over it. */
@@ -147,7 +150,7 @@ export async function loadVolumeState(
       const reclaimable =
         volume.status?.phase === "Released" || volume.metadata.deletionTimestamp !== undefined;
       const attachments =
-        reclaimable && driverPublishes ? (await kube.list<VolumeAttachment>(volumeAttachments)).items : [];
+        reclaimable && driverPublishes ? await attachmentsOf(kube, volume, deps.attachments?.()) : [];
       s = { ...s, driverPublishes, attachments };
     }
   }

@@ -21,6 +21,7 @@ import type { ProvisionerOptions } from "../options.ts";
 import { planClaimRound } from "../plan-claim.ts";
 import { planVolumeRound, type VolumeState } from "../plan-volume.ts";
 import type { ProvisionerFact, ProvisionerPlan, ProvisionerStep } from "../steps.ts";
+import type { AttachmentCopy } from "./attachment-copy.ts";
 import type { NodeTopologyCopies } from "./load-request.ts";
 import { type LoaderDeps, loadClaimState, loadVolumeState } from "./load-state.ts";
 import { provisionerExecutors } from "./provisioner-executors.ts";
@@ -50,6 +51,8 @@ export interface ProvisionerControllerOptions {
   topology?: () => NodeTopologyCopies;
   /** A watched copy of the StorageClasses, started on first use (shared/kube/storage-class-copy.ts); none: GET each. */
   storageClasses?: () => StorageClassCopy;
+  /** A watched copy of the VolumeAttachments, started on first use (attachment-copy.ts); none: list them per deletion. */
+  attachments?: () => AttachmentCopy;
 }
 
 type ProvisionerKey = { kind: "claim"; namespace: string; name: string } | { kind: "volume"; name: string };
@@ -77,6 +80,7 @@ function provisionerSpec(o: ProvisionerControllerOptions): SpecOf<ProvisionerCon
     now: o.now ?? (() => new Date()),
     topology: o.topology,
     storageClasses: o.storageClasses,
+    attachments: o.attachments,
   };
   const answer = (object: string, outcome: string) => ({ reports: [{ object, outcome }] });
 
