@@ -1,5 +1,7 @@
 // A change as Knative ApiServerSource (Resource mode) sends it: a binary-mode
-// CloudEvent, attributes in ce-* headers and the object as the JSON body.
+// CloudEvent, attributes in ce-* headers and the object as the JSON body. Or
+// several changes in one request, in the CloudEvents JSON batch format, each
+// a structured-mode event with the same attributes and the object as `data`.
 
 import type { Change } from "./change.ts";
 
@@ -55,4 +57,30 @@ export function cloudEventRequest(change: Change, source: string): EventRequest 
  */
 export function subjectOf(apiVersion: string, namespace: string, plural: string, name: string): string {
   return `/apis/${apiVersion}/namespaces/${namespace}/${plural}/${name}`;
+}
+
+export const BATCH_CONTENT_TYPE = "application/cloudevents-batch+json";
+
+/** Several changes (of different objects) as one CloudEvents batch; the objects' JSON texts are reused, not rebuilt. */
+export function cloudEventBatchRequest(changes: readonly Change[], source: string): EventRequest {
+  const events = changes.map((change) => {
+    const { object, resource } = change;
+    const namespace = object.metadata.namespace ?? "";
+    const attributes: Record<string, string> = {
+      specversion: "1.0",
+      id: change.id,
+      type: `${EVENT_TYPE_PREFIX}${change.action}`,
+      source,
+      subject: subjectOf(object.apiVersion, namespace, resource.plural, object.metadata.name),
+      datacontenttype: "application/json",
+      kind: object.kind,
+      apiversion: object.apiVersion,
+      name: object.metadata.name,
+    };
+    // Absent rather than empty for a cluster-scoped object: an empty attribute is not valid in structured mode.
+    if (namespace) attributes.namespace = namespace;
+    const head = JSON.stringify(attributes);
+    return `${head.slice(0, -1)},"data":${bodyOf(object)}}`;
+  });
+  return { headers: { "content-type": BATCH_CONTENT_TYPE }, body: `[${events.join(",")}]` };
 }

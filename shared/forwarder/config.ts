@@ -5,6 +5,7 @@
 import { booleanFromEnv, type Env, integerFromEnv } from "../config.ts";
 import {
   DEFAULT_CONCURRENCY,
+  DEFAULT_MAX_BATCH,
   DEFAULT_MAX_QUEUE,
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_SHUTDOWN_GRACE_MS,
@@ -15,6 +16,7 @@ import { parseRoutes, type Route } from "./routes.ts";
 export interface ForwarderEnvConfig {
   routes: Route[];
   concurrency: number;
+  maxBatch: number;
   maxQueue: number;
   authToken?: string;
   requestTimeoutMs: number;
@@ -45,6 +47,7 @@ export function forwarderConfigFromEnv(env: Env = process.env): ForwarderEnvConf
   const config: ForwarderEnvConfig = {
     routes: parseRoutes(routesText),
     concurrency: int("FORWARDER_CONCURRENCY", DEFAULT_CONCURRENCY, 1, 1024),
+    maxBatch: int("FORWARDER_MAX_BATCH", DEFAULT_MAX_BATCH, 1, 1000),
     maxQueue: int("FORWARDER_MAX_QUEUE", DEFAULT_MAX_QUEUE, 1, 10_000_000),
     requestTimeoutMs: int("FORWARDER_TIMEOUT_MS", DEFAULT_REQUEST_TIMEOUT_MS, 1, 3_600_000),
     retry: {

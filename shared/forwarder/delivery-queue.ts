@@ -3,8 +3,13 @@
 // - Order: changes of one object (kind/namespace/name) go out one at a time,
 //   oldest first; the next starts only once the previous delivery is over
 //   (delivered, given up, or superseded). Different objects go out in
-//   parallel, up to `concurrency` at once, fairly (objects take turns in the
-//   order they became ready).
+//   parallel, up to `concurrency` deliveries at once, fairly (objects take
+//   turns in the order they became ready).
+// - Batches: a delivery carries up to `maxBatch` changes, of different
+//   objects, taken when a delivery slot frees up. Under light load every
+//   change goes out alone at once; only a backlog (all slots busy) is sent in
+//   batches, so batching adds no wait, and cuts the receiver's per-request
+//   cost exactly when it is the bottleneck.
 // - Coalescing: a change for an object whose last queued change is still
 //   waiting is folded into it (see coalesce in change.ts), so a busy object
 //   costs one queue slot however often it changes, and an in-flight delivery
@@ -22,12 +27,15 @@ import { type Change, coalesce } from "./change.ts";
 export interface DeliveryQueueOptions {
   concurrency: number;
   maxQueue: number;
+  /** Changes (of different objects) one delivery may carry. Default 1. */
+  maxBatch?: number;
   /**
-   * Delivers one change; resolves once done with it, whatever the outcome.
-   * `superseded()` tells a retry loop that a newer state of the same object
-   * is queued and has taken over (true means: stop, do not send this one again).
+   * Delivers changes of different objects; resolves once done with them,
+   * whatever the outcome. `superseded()` tells a retry loop that newer states
+   * of all those objects are queued and have taken over (true means: stop, do
+   * not send these again).
    */
-  deliver(change: Change, superseded: () => boolean): Promise<void>;
+  deliver(changes: readonly Change[], superseded: () => boolean): Promise<void>;
   /** Called whenever the number of waiting or in-flight changes moves. */
   onDepthChange?(waiting: number, inFlight: number): void;
 }
@@ -39,8 +47,16 @@ interface ObjectLine {
   waiting: Change[];
 }
 
+/** One change of a delivery, with the line it came from. */
+interface InFlight {
+  key: string;
+  line: ObjectLine;
+  change: Change;
+}
+
 export class DeliveryQueue {
   private readonly options: DeliveryQueueOptions;
+  private readonly maxBatch: number;
   private readonly lines = new Map<string, ObjectLine>();
   /** Keys with a waiting change and nothing in flight, oldest first (a Set keeps insertion order). */
   private readonly ready = new Set<string>();
@@ -54,7 +70,11 @@ export class DeliveryQueue {
       throw new RangeError(`concurrency must be a positive integer, got ${options.concurrency}`);
     if (!(Number.isInteger(options.maxQueue) && options.maxQueue > 0))
       throw new RangeError(`maxQueue must be a positive integer, got ${options.maxQueue}`);
+    const maxBatch = options.maxBatch ?? 1;
+    if (!(Number.isInteger(maxBatch) && maxBatch > 0))
+      throw new RangeError(`maxBatch must be a positive integer, got ${maxBatch}`);
     this.options = options;
+    this.maxBatch = maxBatch;
   }
 
   /** Changes waiting to be sent (not counting in-flight ones). */
@@ -112,41 +132,60 @@ export class DeliveryQueue {
 
   private pump(): void {
     while (this.active < this.options.concurrency && this.ready.size > 0) {
-      const key = this.ready.values().next().value as string;
-      this.ready.delete(key);
-      const line = this.lines.get(key);
-      const change = line?.waiting.shift();
-      if (line === undefined || change === undefined) continue;
-      this.waitingCount--;
-      line.busy = true;
+      const batch: InFlight[] = [];
+      for (const key of this.ready) {
+        if (batch.length >= this.maxBatch) break;
+        this.ready.delete(key);
+        const line = this.lines.get(key);
+        const change = line?.waiting.shift();
+        if (line === undefined || change === undefined) continue;
+        this.waitingCount--;
+        line.busy = true;
+        batch.push({ key, line, change });
+      }
+      if (batch.length === 0) continue;
       this.active++;
-      void this.run(key, line, change);
+      void this.run(batch);
     }
   }
 
-  private async run(key: string, line: ObjectLine, change: Change): Promise<void> {
+  private async run(batch: readonly InFlight[]): Promise<void> {
     try {
-      await this.options.deliver(change, () => this.supersede(line, change));
+      await this.options.deliver(
+        batch.map((b) => b.change),
+        () => this.supersede(batch),
+      );
     } catch {
-      // deliver() reports its own failures; a throw must not wedge the object's line.
+      // deliver() reports its own failures; a throw must not wedge the objects' lines.
     } finally {
-      line.busy = false;
       this.active--;
-      if (line.waiting.length > 0 && !this.closed) this.ready.add(key);
-      else if (line.waiting.length === 0) this.lines.delete(key);
+      for (const { key, line } of batch) {
+        line.busy = false;
+        if (line.waiting.length > 0 && !this.closed) this.ready.add(key);
+        else if (line.waiting.length === 0) this.lines.delete(key);
+      }
       this.pump();
       this.reportDepth();
       this.notifyIfIdle();
     }
   }
 
-  /** Folds the in-flight change into the next waiting one of its object, if they may be folded. */
-  private supersede(line: ObjectLine, inFlight: Change): boolean {
-    const next = line.waiting[0];
-    if (next === undefined) return false;
-    const merged = coalesce(inFlight, next);
-    if (merged === undefined) return false;
-    line.waiting[0] = merged;
+  /**
+   * Folds the in-flight changes into the next waiting ones of their objects,
+   * only if every one of them may be folded: a retry stops only when nothing
+   * it carries would be lost.
+   */
+  private supersede(batch: readonly InFlight[]): boolean {
+    const merged: Change[] = [];
+    for (const { line, change } of batch) {
+      const next = line.waiting[0];
+      const folded = next === undefined ? undefined : coalesce(change, next);
+      if (folded === undefined) return false;
+      merged.push(folded);
+    }
+    batch.forEach(({ line }, i) => {
+      line.waiting[0] = merged[i]!;
+    });
     return true;
   }
 

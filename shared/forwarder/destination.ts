@@ -31,6 +31,8 @@ export interface DestinationSettings {
   /** ce-source: the API server URL. */
   source: string;
   concurrency: number;
+  /** Changes one request may carry (a CloudEvents batch when more than one). */
+  maxBatch: number;
   maxQueue: number;
   retry: RetryOptions;
   timeoutMs: number;
@@ -88,19 +90,21 @@ export class Destination {
     });
     this.queue = new DeliveryQueue({
       concurrency: settings.concurrency,
+      maxBatch: settings.maxBatch,
       maxQueue: settings.maxQueue,
       onDepthChange: (waiting, inFlight) => {
         metrics.queueDepth.set({ destination: label }, waiting);
         metrics.inFlight.set({ destination: label }, inFlight);
       },
-      deliver: async (change, superseded) => {
+      deliver: async (changes, superseded) => {
         const started = performance.now();
-        const report = await this.sender.send(change, superseded);
-        metrics.deliverySeconds.observe(
-          { destination: label, outcome: report.outcome },
-          (performance.now() - started) / 1000,
-        );
-        this.record(change, report.outcome);
+        const reports = await this.sender.send(changes, superseded);
+        const seconds = (performance.now() - started) / 1000;
+        changes.forEach((change, i) => {
+          const outcome = reports[i]?.outcome ?? "aborted";
+          metrics.deliverySeconds.observe({ destination: label, outcome }, seconds);
+          this.record(change, outcome);
+        });
       },
     });
   }

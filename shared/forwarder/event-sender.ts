@@ -1,12 +1,15 @@
-// Sends one change to one destination as a CloudEvent, retrying transient
+// Sends changes to one destination as CloudEvents (one change: binary mode,
+// as ApiServerSource does; several: one JSON batch), retrying transient
 // failures with backoff (retry-policy.ts). Every retry sends the same
-// request, so the receiver sees the same ce-id and can drop duplicates.
+// request, so the receiver sees the same ce-ids and can drop duplicates. A
+// batch the receiver refuses is sent again one change at a time, so one bad
+// event does not take the others down with it.
 
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent, type Dispatcher, request } from "undici";
 import type { Logger } from "../log.ts";
 import type { Change } from "./change.ts";
-import { cloudEventRequest } from "./cloud-event.ts";
+import { cloudEventBatchRequest, cloudEventRequest, type EventRequest } from "./cloud-event.ts";
 import { classifyStatus, parseRetryAfter, type RetryOptions, retryDelayMs } from "./retry-policy.ts";
 
 export type DeliveryOutcome =
@@ -66,11 +69,28 @@ export class EventSender {
     this.dispatcher = new Agent({ connections: options.connections });
   }
 
-  async send(change: Change, superseded: () => boolean): Promise<DeliveryReport> {
+  /** One report per change, in their order. */
+  async send(changes: readonly Change[], superseded: () => boolean): Promise<DeliveryReport[]> {
+    if (changes.length === 1) return [await this.sendOne(changes, superseded)];
+    const report = await this.sendOne(changes, superseded);
+    if (report.outcome !== "rejected") return changes.map(() => report);
+    // Which event the receiver refused is not known: each goes again alone, and only that one is refused.
+    const single = await Promise.all(changes.map((c) => this.sendOne([c], () => false)));
+    return single.map((r) => ({ ...r, attempts: r.attempts + report.attempts }));
+  }
+
+  private async sendOne(changes: readonly Change[], superseded: () => boolean): Promise<DeliveryReport> {
     const { retry, log, label } = this.options;
-    const event = cloudEventRequest(change, this.options.source);
+    const event: EventRequest =
+      changes.length === 1
+        ? cloudEventRequest(changes[0]!, this.options.source)
+        : cloudEventBatchRequest(changes, this.options.source);
     if (this.options.authToken) event.headers.authorization = `Bearer ${this.options.authToken}`;
-    const context = { destination: label, id: change.id, type: change.action, object: change.key };
+    const first = changes[0]!;
+    const context =
+      changes.length === 1
+        ? { destination: label, id: first.id, type: first.action, object: first.key }
+        : { destination: label, events: changes.length, object: first.key };
 
     let attempts = 0;
     let serverErrors = 0;
@@ -108,7 +128,7 @@ export class EventSender {
         { ...context, attempts, status: result.status, answer: result.detail, delayMs },
         "delivery failed; will retry",
       );
-      this.options.onRetry?.(change, attempts, delayMs);
+      for (const change of changes) this.options.onRetry?.(change, attempts, delayMs);
       try {
         await sleep(delayMs, undefined, { signal: this.options.signal });
       } catch {

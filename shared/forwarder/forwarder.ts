@@ -28,6 +28,8 @@ export interface ForwarderOptions {
   routes: Route[];
   /** Deliveries in flight per destination (retry waits included). Default 16. */
   concurrency?: number;
+  /** Changes one delivery may carry, as a CloudEvents batch, when a backlog builds up. Default 32; 1: never batch. */
+  maxBatch?: number;
   /** Changes waiting per destination before new ones are dropped. Default 10 000. */
   maxQueue?: number;
   /** Sent as `Authorization: Bearer <token>` to every destination. */
@@ -70,6 +72,7 @@ export interface Forwarder {
 }
 
 export const DEFAULT_CONCURRENCY = 16;
+export const DEFAULT_MAX_BATCH = 32;
 export const DEFAULT_MAX_QUEUE = 10_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
@@ -92,6 +95,7 @@ export function startForwarder(options: ForwarderOptions): Forwarder {
       new Destination(route, {
         source,
         concurrency,
+        maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
         maxQueue,
         retry,
         timeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,

@@ -57,6 +57,8 @@ export function createControllerFunction(options: ControllerFunctionOptions): Fu
         : e.id
           ? { eventId: e.id }
           : {},
+    orderKey: (e) =>
+      e.kind === "resource" ? `${e.ref.kind}/${e.ref.namespace ?? ""}/${e.ref.name}` : undefined,
     async handleEvent(e) {
       if (e.kind === "ignored") return { ignored: e.reason };
       if (e.kind === "resync") return { resync: await controller.resync() };

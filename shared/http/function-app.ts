@@ -53,6 +53,12 @@ export interface FunctionSpec<E> {
   handleEvent?(event: E, ctx: RequestContext): Promise<object>;
   /** Log fields for one event (eventId, objectKey, resourceVersion); handleEvent's ctx.log carries them. */
   describeEvent?(event: E): EventLogFields;
+  /**
+   * Events of a batch with the same key are handled in order, different keys
+   * at once; undefined: in order after every other event without a key. Without
+   * orderKey, a batch is handled one event after another.
+   */
+  orderKey?(event: E): string | undefined;
   resync?(ctx: RequestContext): Promise<object>;
   /**
    * Extra routes (usually GET, e.g. /explain/...). `ctx()` returns the current
@@ -297,22 +303,32 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       const events = parseEvents(req.headers, body);
       if (!Array.isArray(events)) throw new Error(`${spec.name}: parseEvents did not return an array`);
-      const results: object[] = [];
-      for (const event of events) {
+      const results: object[] = new Array(events.length);
+      const handleAt = async (i: number): Promise<void> => {
         state.ctx.signal.throwIfAborted();
+        const event = events[i]!;
         // One child per event, with the request id among its bindings (not a child of a child).
         const eventLog = spec.describeEvent
           ? requestLogger(log, { requestId: state.ctx.requestId, ...spec.describeEvent(event) })
           : state.ctx.log;
-        state.eventLog = eventLog;
-        results.push(
-          await handleEvent(event, {
+        try {
+          results[i] = await handleEvent(event, {
             log: eventLog,
             requestId: state.ctx.requestId,
             signal: state.ctx.signal,
-          }),
-        );
-      }
+          });
+        } catch (err) {
+          // The error answer is logged with the failing event's fields.
+          state.eventLog ??= eventLog;
+          throw err;
+        }
+      };
+      // A batch: events of one object in order, different objects at once (as separate requests would be).
+      await Promise.all(
+        orderedLanes(events, spec.orderKey).map(async (lane) => {
+          for (const i of lane) await handleAt(i);
+        }),
+      );
       state.eventLog = undefined;
       if (!res.destroyed) res.status(200).json({ function: spec.name, results });
     });
@@ -382,4 +398,24 @@ export function createFunctionApp<E>(spec: FunctionSpec<E>): FunctionApp {
   });
 
   return Object.assign(app, { runtime });
+}
+
+/**
+ * Indices of `events` grouped into lanes that may run at once: one lane per
+ * key, in event order; events without a key (or without orderKey) share one.
+ */
+export function orderedLanes<E>(
+  events: readonly E[],
+  orderKey: ((e: E) => string | undefined) | undefined,
+): number[][] {
+  if (events.length <= 1 || orderKey === undefined)
+    return events.length === 0 ? [] : [events.map((_, i) => i)];
+  const lanes = new Map<string | undefined, number[]>();
+  events.forEach((e, i) => {
+    const key = orderKey(e);
+    const lane = lanes.get(key);
+    if (lane === undefined) lanes.set(key, [i]);
+    else lane.push(i);
+  });
+  return [...lanes.values()];
 }

@@ -131,12 +131,14 @@ export async function waitFor(
 }
 
 /** startForwarder with a private metrics registry, quiet logs (LOG_LEVEL to see them) and fast backoff. */
+/** A forwarder for tests; one change per request unless `maxBatch` says otherwise (batches.test.ts does). */
 export function startTestForwarder(options: ForwarderOptions): Forwarder {
   return startForwarder({
     logger: createLogger({ name: "forwarder", level: process.env.LOG_LEVEL ?? "silent" }),
     metrics: createMetricsRegistry({ defaultMetrics: false }),
     informerBackoff: { baseMs: 20, maxMs: 200 },
     shutdownGraceMs: 2_000,
+    maxBatch: 1,
     ...options,
     retry: { baseMs: 10, maxMs: 100, ...options.retry },
   });

@@ -94,6 +94,7 @@ describe("configuration from the environment", () => {
     const config = forwarderConfigFromEnv({
       FORWARDER_ROUTES: "http://127.0.0.1:1=Pod",
       FORWARDER_CONCURRENCY: "4",
+      FORWARDER_MAX_BATCH: "8",
       FORWARDER_MAX_QUEUE: "100",
       FORWARDER_AUTH_TOKEN: " t0k ",
       FORWARDER_TIMEOUT_MS: "5000",
@@ -111,6 +112,7 @@ describe("configuration from the environment", () => {
       {
         routes: undefined,
         concurrency: 4,
+        maxBatch: 8,
         maxQueue: 100,
         authToken: "t0k",
         requestTimeoutMs: 5000,
@@ -302,26 +304,33 @@ describe("delivery queue", () => {
     superseded: () => boolean;
     finish: () => void;
   }
-  function harness(concurrency: number, maxQueue: number) {
+  function harness(concurrency: number, maxQueue: number, maxBatch = 1) {
     const pending: Pending[] = [];
     const started: string[] = [];
+    const batches: string[][] = [];
     const queue = new DeliveryQueue({
       concurrency,
       maxQueue,
-      deliver: (change, superseded) =>
+      maxBatch,
+      deliver: (changes, superseded) =>
         new Promise<void>((finish) => {
-          started.push(`${change.object.metadata.name}@${change.object.metadata.resourceVersion}`);
-          pending.push({ change, superseded, finish });
+          const names = changes.map((c) => `${c.object.metadata.name}@${c.object.metadata.resourceVersion}`);
+          started.push(...names);
+          batches.push(names);
+          // Each change of a batch is listed; finishing any of them finishes the whole delivery.
+          for (const change of changes) pending.push({ change, superseded, finish });
         }),
     });
     const finishFirst = async (name: string) => {
       const i = pending.findIndex((p) => p.change.object.metadata.name === name);
       assert.ok(i >= 0, `${name} in flight`);
       const [p] = pending.splice(i, 1);
+      for (let j = pending.length - 1; j >= 0; j--)
+        if (pending[j]?.finish === p?.finish) pending.splice(j, 1);
       p?.finish();
       await new Promise((r) => setImmediate(r));
     };
-    return { queue, pending, started, finishFirst };
+    return { queue, pending, started, batches, finishFirst };
   }
   const at = (name: string, rv: string, action: Change["action"] = "update") =>
     newChange(action, persistentVolumeClaims, object(persistentVolumeClaims, name, { resourceVersion: rv }));
@@ -372,6 +381,43 @@ describe("delivery queue", () => {
       ["x@5", "y@3"],
     );
     assert.equal(queue.enqueue(at("w", "6")), "dropped", "closed");
+  });
+
+  test("a backlog goes out in batches of different objects; a lone change goes out at once, alone", async () => {
+    const { queue, batches, finishFirst } = harness(1, 100, 3);
+    queue.enqueue(at("a", "1", "add"));
+    assert.deepEqual(batches, [["a@1"]], "a free slot: no waiting for company");
+    queue.enqueue(at("a", "2"));
+    queue.enqueue(at("b", "3", "add"));
+    queue.enqueue(at("c", "4", "add"));
+    queue.enqueue(at("d", "5", "add"));
+    await finishFirst("a");
+    assert.deepEqual(batches[1], ["b@3", "c@4", "d@5"], "three objects, a's next change not among them");
+    await finishFirst("b");
+    assert.deepEqual(batches[2], ["a@2"], "a's next change only after the delivery that held a");
+    await finishFirst("a");
+    await queue.idle();
+  });
+
+  test("a batch is superseded only when every change in it has a newer state queued", async () => {
+    const { queue, pending, started, finishFirst } = harness(1, 100, 2);
+    queue.enqueue(at("x", "0", "add"));
+    queue.enqueue(at("a", "1", "add"));
+    queue.enqueue(at("b", "2", "add"));
+    await finishFirst("x");
+    const batch = pending[0]!;
+    queue.enqueue(at("a", "3"));
+    assert.equal(batch.superseded(), false, "b has nothing newer");
+    assert.equal(queue.waiting, 1, "a's newer state still waits on its own");
+    queue.enqueue(at("b", "4"));
+    assert.equal(batch.superseded(), true);
+    await finishFirst("a");
+    assert.deepEqual(started.slice(-2), ["a@3", "b@4"]);
+    assert.deepEqual(
+      pending.map((p) => p.change.action),
+      ["add", "add"],
+      "both receivers may never have seen the adds",
+    );
   });
 
   test("an in-flight change gives way to a newer state once one is queued", async () => {

@@ -28,6 +28,49 @@ describe("POST /", () => {
     assert.equal(res.headers["x-powered-by"], undefined);
   });
 
+  test("with orderKey, a batch runs different keys at once and one key's events in order", async () => {
+    const order: string[] = [];
+    const app = createFunctionApp(
+      echoSpec({
+        orderKey: (e) => e.id?.split(".")[0],
+        handleEvent: async (e) => {
+          order.push(`start ${e.id}`);
+          await new Promise((r) => setTimeout(r, e.sleepMs ?? 0));
+          order.push(`end ${e.id}`);
+          return { echoed: e.id };
+        },
+      }),
+    );
+    const res = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(
+        json([
+          { id: "a.1", sleepMs: 60 },
+          { id: "b.1", sleepMs: 5 },
+          { id: "a.2", sleepMs: 5 },
+        ]),
+      );
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body.results, [{ echoed: "a.1" }, { echoed: "b.1" }, { echoed: "a.2" }]);
+    assert.ok(order.indexOf("end b.1") < order.indexOf("end a.1"), `b did not wait for a: ${order}`);
+    assert.ok(order.indexOf("end a.1") < order.indexOf("start a.2"), `a's events in order: ${order}`);
+  });
+
+  test("with orderKey, one failing event fails the batch (the sender retries it all)", async () => {
+    const app = createFunctionApp(echoSpec({ orderKey: (e) => e.id }));
+    const res = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(
+        json([
+          { id: "ok", sleepMs: 5 },
+          { id: "bad", do: "api503" },
+        ]),
+      );
+    assert.equal(res.status, 503);
+  });
+
   test("an envelope that yields no events is still a 200", async () => {
     const app = createFunctionApp(echoSpec());
     const res = await request(app).post("/").set("content-type", "application/json").send("[]");
