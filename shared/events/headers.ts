@@ -29,8 +29,10 @@ export function readEventHeaders(headers: unknown): EventHeaders {
     );
   }
   const result: EventHeaders = { attributes: new Map() };
-  const seen = new Set<string>();
   for (const rawName of Object.keys(headers)) {
+    // Only names of 3 characters or more that start with "c" can matter;
+    // the rest (host, accept, traceparent, …) are skipped before any allocation.
+    if (rawName.length < 3 || (rawName.charCodeAt(0) | 0x20) !== 0x63) continue;
     const name = rawName.toLowerCase();
     const isContentType = name === "content-type";
     const attribute = name.startsWith("ce-") ? name.slice(3) : undefined;
@@ -38,8 +40,11 @@ export function readEventHeaders(headers: unknown): EventHeaders {
 
     const value = singleValue(name, headers[rawName]);
     if (value === undefined) continue;
-    if (seen.has(name)) throw new EnvelopeError(`header ${name} was sent more than once; send it once`);
-    seen.add(name);
+    // A name seen before was stored: the checks below throw rather than skip.
+    const seen = isContentType
+      ? result.contentType !== undefined
+      : attribute !== undefined && result.attributes.has(attribute);
+    if (seen) throw new EnvelopeError(`header ${name} was sent more than once; send it once`);
 
     if (isContentType) {
       result.contentType = value;

@@ -58,8 +58,8 @@ function serializeParsed(body: unknown): string {
 /**
  * JSON.parse plus the checks the rest of the code relies on: no "__proto__"
  * keys (JSON.parse makes them harmless own properties, but any later merge
- * that copies keys by assignment, obj[key] = value, as the cloudevents SDK
- * does, would replace a prototype instead) and bounded nesting.
+ * that copies keys by assignment, obj[key] = value, would replace a
+ * prototype instead) and bounded nesting.
  * `what` names the text in messages, e.g. "request body".
  */
 export function parseJson(text: string, what: string): unknown {
@@ -70,8 +70,34 @@ export function parseJson(text: string, what: string): unknown {
     const reason = err instanceof Error ? err.message : String(err);
     throw new EnvelopeError(`${what} is not valid JSON: ${shorten(reason)}`);
   }
-  checkJsonTree(value, what);
+  // The walk that names the offending path allocates a frame per container;
+  // it runs only once the cheap walk has found something to refuse.
+  if (typeof value === "object" && value !== null && !isPlainTree(value, 0)) checkJsonTree(value, what);
   return value;
+}
+
+/**
+ * True when no container nests MAX_JSON_DEPTH deep and no object has a
+ * "__proto__" key: exactly the trees checkJsonTree accepts. Recursion is
+ * bounded by MAX_JSON_DEPTH, so the stack cannot overflow.
+ */
+function isPlainTree(value: object, depth: number): boolean {
+  if (depth >= MAX_JSON_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const child: unknown = value[i];
+      if (typeof child === "object" && child !== null && !isPlainTree(child, depth + 1)) return false;
+    }
+    return true;
+  }
+  const record = value as Record<string, unknown>;
+  // JSON.parse makes plain objects with own keys only, so for-in sees just those.
+  for (const key in record) {
+    if (key === "__proto__") return false;
+    const child = record[key];
+    if (typeof child === "object" && child !== null && !isPlainTree(child, depth + 1)) return false;
+  }
+  return true;
 }
 
 function shorten(message: string): string {

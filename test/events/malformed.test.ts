@@ -86,6 +86,24 @@ const cases: Case[] = [
     message: 'not a valid CloudEvent: "source" must match format "uri-reference"',
   },
   {
+    name: "binary: ce-dataschema is not a URI",
+    headers: binaryHeaders("add", { "ce-dataschema": "schemas/pvc.json" }),
+    body: json(pvc()),
+    message: 'not a valid CloudEvent: "dataschema" must match format "uri"',
+  },
+  {
+    name: "binary: empty ce-subject",
+    headers: binaryHeaders("add", { "ce-subject": "" }),
+    body: json(pvc()),
+    message: 'not a valid CloudEvent: "subject" must NOT have fewer than 1 characters',
+  },
+  {
+    name: "binary: ce-time past year 9999",
+    headers: binaryHeaders("add", { "ce-time": "9999-12-31T23:59:59-01:00" }),
+    body: json(pvc()),
+    message: 'not a valid CloudEvent: "time" must match format "date-time"',
+  },
+  {
     name: "binary: 1 MB ce-id",
     headers: binaryHeaders("add", { "ce-id": MB }),
     body: json(pvc()),
@@ -400,6 +418,18 @@ const cases: Case[] = [
     headers: STRUCTURED,
     body: json(structuredEvent(ADD, pvc(), { apiVersion: "v1" })),
     message: 'not a valid CloudEvent: invalid attribute name: "apiVersion"',
+  },
+  {
+    name: "structured: a v0.3 schemaurl",
+    headers: STRUCTURED,
+    body: json(structuredEvent(ADD, pvc(), { schemaurl: "https://example.com/pvc.json" })),
+    message: "not a valid CloudEvent: cannot set schemaurl on version 1.0 event",
+  },
+  {
+    name: "structured: data that JSON.parse reads as Infinity",
+    headers: STRUCTURED,
+    body: json(structuredEvent(ADD, "INF")).toString().replace('"INF"', "1e999"),
+    message: 'not a valid CloudEvent: "data" must be object,string,number,array,boolean,null',
   },
   {
     name: "structured: body not JSON",
