@@ -1,6 +1,6 @@
 // One round of a PV sync as a plan: decideVolume says what the PV needs; a
-// deletion runs DeleteVolume → delete the PV object → drop our finalizer, one
-// call per round, each deciding on what the last left. Pure.
+// deletion runs DeleteVolume → drop our finalizer and delete the PV object,
+// one round each, each deciding on what the last left. Pure.
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import { pvDeletionProtectionFinalizer } from "../kube/well-known.ts";
 import { reason } from "./constants.ts";
@@ -84,8 +84,14 @@ function deleteRound(s: VolumeState): ProvisionerPlan | Needs {
     };
   }
   if (p.volumeDeleted) {
+    // The backing volume is gone, so our finalizer has done its job: it goes before the PV object is
+    // deleted (upstream drops it after), which leaves pv-protection's the only write after the deletion
+    // instead of two controllers racing to update the deleted PV.
+    const release = (volume.metadata.finalizers ?? []).includes(pvDeletionProtectionFinalizer)
+      ? [{ op: "write-volume" as const, volume: withoutFinalizer(volume, pvDeletionProtectionFinalizer) }]
+      : [];
     return {
-      steps: [{ op: "delete-pv", volume }],
+      steps: [...release, { op: "delete-pv", volume }],
       outcome: `deleting PV ${volume.metadata.name}`,
       again: true,
     };

@@ -673,15 +673,27 @@ describe("volume rounds", () => {
       },
     },
     {
-      name: "the backing volume is gone: the PV object next",
+      name: "the backing volume is gone: our finalizer goes, then the PV object (no race with pv-protection)",
       state: volumeState(volume(), {
+        secrets: { ok: true, value: undefined },
+        progress: { volumeDeleted: true },
+      }),
+      want: {
+        steps: ["write-volume finalizers=", "delete-pv"],
+        outcome: `deleting PV ${pvName}`,
+        again: true,
+      },
+    },
+    {
+      name: "the backing volume is gone, the PV without our finalizer: the PV object next",
+      state: volumeState(volume({ finalizers: ["kubernetes.io/pv-protection"] }), {
         secrets: { ok: true, value: undefined },
         progress: { volumeDeleted: true },
       }),
       want: { steps: ["delete-pv"], outcome: `deleting PV ${pvName}`, again: true },
     },
     {
-      name: "the PV object is deleted but held by our finalizer: it goes, counted with the duration",
+      name: "the PV object is deleted but still held by our finalizer (deleted by someone else first): it goes, counted",
       state: volumeState(volume(), {
         secrets: { ok: true, value: undefined },
         progress: { volumeDeleted: true, pvDeleted: { remaining: volume({ deleting: true }) } },
