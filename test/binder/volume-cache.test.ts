@@ -355,7 +355,7 @@ describe("binder: a bound claim's event judged on its own copy and the watched v
     assert.deepEqual(counters, {}, "no reads, no writes");
   });
 
-  it("a copy behind the claim's revision: the usual fresh reads", async () => {
+  it("a copy behind the claim's revision that shows the two bound to each other: nothing to do, no request", async () => {
     const before = await listVolumes();
     const claim = await boundPair("ahead");
     const { reports, counters } = await claimEvent(
@@ -366,7 +366,21 @@ describe("binder: a bound claim's event judged on its own copy and the watched v
       "ahead",
       claim,
     );
-    assert.equal(reports[0]?.outcome, "already bound to volume ahead-pv");
+    assert.equal(reports[0]?.outcome, "already bound (event copy, watched volume)");
+    assert.deepEqual(counters, {});
+  });
+
+  it("a copy behind the claim's revision whose volume is not Bound to it (yet): the usual fresh reads", async () => {
+    const before = await listVolumes();
+    const claim = await boundPair("behind");
+    const fresh = await kube.get<PersistentVolume>(persistentVolumes, "behind-pv");
+    const stale = { ...fresh, status: { phase: "Available" } };
+    const { reports, counters } = await claimEvent(
+      frozenCopy([...before.items, stale], before.resourceVersion),
+      "behind",
+      claim,
+    );
+    assert.equal(reports[0]?.outcome, "already bound to volume behind-pv");
     assert.equal(counters["get persistentvolumeclaims"], 1, JSON.stringify(counters));
   });
 

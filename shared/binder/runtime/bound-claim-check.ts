@@ -4,14 +4,15 @@
 // binder's and provisioner's own writes; without this check each cost a GET
 // of the claim and one of its volume.
 //
-// Why a decision on copies is safe here, as the "no volume matches" of
-// load-views.ts is: the verdict is only "nothing to do", never a write, and
-// only when the volume copy provably reflects every change up to the claim
-// copy's revision (etcd revisions are global). Anything that happens after
-// that revision arrives as an event of its own (the claim's, or the volume's,
-// whose sync follows up on its claim), and the periodic resync reads
-// everything again. Anything else (no copy, a copy behind, an odd shape, a
-// plan with any step) goes down the usual path of fresh reads.
+// Why a decision on copies is safe here: the verdict is only "nothing to do",
+// never a write, and only when the volume copy reflects every change up to
+// the claim copy's revision (etcd revisions are global), or when both copies
+// agree the two are bound to each other (the volume Bound, its claimRef
+// naming this very claim by UID), as upstream's informers are trusted. A
+// volume change the copy has not seen yet arrives as an event of its own (a
+// deletion follows up on its claim), and the periodic resync reads
+// everything again. Anything else (no copy, a copy behind that disagrees, an
+// odd shape, a plan with any step) goes down the usual path of fresh reads.
 
 import { claimFromEvent } from "../../kube/event-copies.ts";
 import { annBindCompleted } from "../../kube/well-known.ts";
@@ -32,10 +33,14 @@ export function boundClaimNeedsNothing(
   if (!claim || claim.metadata.name !== key.name || (claim.metadata.namespace ?? "") !== key.namespace)
     return false;
   if (!claim.spec.volumeName || !hasAnnotation(claim, annBindCompleted)) return false;
-  if (!cache.store.covers(claim.metadata.resourceVersion)) return false;
   const volume = cache.store.get("", claim.spec.volumeName);
   // Observed: the copy has no such volume; whether it is gone is for fresh reads to say.
   if (!volume) return false;
+  const mutual =
+    volume.status?.phase === "Bound" &&
+    volume.spec.claimRef?.uid === claim.metadata.uid &&
+    claim.metadata.uid !== undefined;
+  if (!mutual && !cache.store.covers(claim.metadata.resourceVersion)) return false;
   try {
     const plan = syncClaim(claim, { volumes: [volume], classes: [], pods: [], now });
     return plan.steps.length === 0 && plan.followUps.length === 0 && plan.error === undefined;

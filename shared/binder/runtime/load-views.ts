@@ -38,8 +38,13 @@ export function readVolume(kube: KubeJsonClient, name: string): Promise<Persiste
 
 /** A watch that delivered something this recently counts as busy. */
 const BUSY_WATCH_MS = 250;
-/** How long a claim sync waits for a busy watch to reach the claim's revision before listing. */
-const CATCH_UP_WAIT_MS = 50;
+/**
+ * How long a claim sync waits for a busy watch to reach the claim's revision
+ * before listing every PV: a list of every PV costs the API server, etcd and
+ * us far more than the wait, and a claim that matches nothing waits for a
+ * provisioner anyway.
+ */
+const CATCH_UP_WAIT_MS = 250;
 
 /** Stale picks one claim sync reads again before it lists every PV instead. */
 const MAX_STALE_PICKS = 3;
