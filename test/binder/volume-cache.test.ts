@@ -746,6 +746,53 @@ describe("binder: reads from the watched copy of the claims", () => {
     assert.equal(lost.status?.phase, "Lost");
   });
 
+  it("an event older than the claim copy's state of that very claim: acknowledged as superseded, not a single request", async () => {
+    await createVolume(pv("for-echo", "10Gi"));
+    const created = await kube.create(persistentVolumeClaims, pvc("echoed", "5Gi"));
+    await kube.patch(
+      persistentVolumeClaims,
+      "echoed",
+      "default",
+      { metadata: { labels: { a: "b" } } },
+      "merge",
+    );
+    const claims = await listClaims();
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(claims.items, claims.resourceVersion),
+    });
+    await sandbox.admin.resetCounters();
+    const [report] = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "echoed",
+      namespace: "default",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.equal(report?.outcome, "superseded (the watched copy is newer)");
+    assert.deepEqual(await sandbox.admin.counters(), {});
+    // Another claim by that name (another UID) in the copy proves nothing about this one.
+    const other = claims.items.map((c) =>
+      c.metadata.name === "echoed" ? { ...c, metadata: { ...c.metadata, uid: "another" } } : c,
+    );
+    const judged = new BinderController({
+      kube,
+      events: recorder,
+      claimCache: claimCopy(other, claims.resourceVersion),
+    });
+    const [again] = await judged.handleEvent({
+      action: "add",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "echoed",
+      namespace: "default",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.notEqual(again?.outcome, "superseded (the watched copy is newer)");
+  });
+
   it("a copy that claims to be current but is not: the write loses its race, and the next attempt reads live", async () => {
     await createVolume(pv("for-stale", "10Gi"));
     const created = await kube.create(persistentVolumeClaims, pvc("stale", "5Gi"));

@@ -20,7 +20,7 @@ import { boundVolumeNeedsNothing } from "./bound-volume-check.ts";
 import { binderExecutors, type EventSink } from "./execute-plan.ts";
 import { loadClaimView, loadVolumeView, readClaim, readVolume, type VolumeCache } from "./load-views.ts";
 import { VolumePicks } from "./volume-picks.ts";
-import { type ClaimCache, caughtUp, copyAtLeast } from "./watched-reads.ts";
+import { type ClaimCache, caughtUp, copyAtLeast, supersededByCopy } from "./watched-reads.ts";
 
 export interface SyncReport {
   object: string;
@@ -62,6 +62,9 @@ export interface BinderControllerOptions {
  * `atLeastOfVolume`: that event was a volume's (a claim nudged by its volume), not the claim's own.
  */
 type BinderKey = FollowUp & { atLeast?: string; atLeastOfVolume?: true };
+
+/** The outcome of an event whose object the watched copy already holds in a newer state. */
+const SUPERSEDED = "superseded (the watched copy is newer)";
 
 /** An event's copy that names a bound partner (a claim's volumeName, a volume's claimRef): worth a bound check. */
 function isBoundCopy(object: Record<string, unknown> | undefined): boolean {
@@ -205,6 +208,10 @@ function binderSpec(
       if (e.kind === "PersistentVolumeClaim") {
         if (e.action === "delete") return claimDeleted(e);
         const key = { namespace: e.namespace ?? "", name: e.name };
+        if (supersededByCopy(o.claimCache, e.object)) {
+          const object = `claim ${key.namespace}/${key.name}`;
+          return { reports: [{ object, outcome: SUPERSEDED, writes: 0, events: 0, attempts: 0 }] };
+        }
         const atLeast = revisionOf(e.object);
         if (o.volumeCache?.synced && isBoundCopy(e.object))
           await caughtUp(o.volumeCache.store, atLeast, false);
@@ -217,6 +224,11 @@ function binderSpec(
       }
       if (e.kind === "PersistentVolume") {
         if (e.action === "delete") return volumeDeleted(e);
+        if (supersededByCopy(o.volumeCache, e.object)) {
+          return {
+            reports: [{ object: `volume ${e.name}`, outcome: SUPERSEDED, writes: 0, events: 0, attempts: 0 }],
+          };
+        }
         if (o.claimCache?.synced && isBoundCopy(e.object))
           await caughtUp(o.claimCache.store, revisionOf(e.object), false);
         if (boundVolumeNeedsNothing(e.name, e.object, o.claimCache, now())) {

@@ -15,6 +15,7 @@
 // so a copy that is behind costs a conflict and a fresh attempt, not a wrong
 // write.
 import type { ObjectStore } from "../../kube/object-store.ts";
+import { compareResourceVersions } from "../../kube/resource-version.ts";
 import type { KubeObject, ObjectReference, PersistentVolumeClaim } from "../../kube/types.ts";
 
 /** A watched copy of every PersistentVolumeClaim (shared/kube/watched-store.ts). */
@@ -71,4 +72,27 @@ export function refClaimFromCopy(
   if (!cache?.synced || !ref?.uid || !ref.name) return undefined;
   const claim = cache.store.get(ref.namespace ?? "", ref.name);
   return claim?.metadata.uid === ref.uid ? claim : undefined;
+}
+
+/**
+ * Whether the copy already holds a newer state of the very object an event
+ * carries (same UID, a later revision). That newer state's own event has been
+ * or will be delivered (the forwarder folds changes only into newer ones), so
+ * this one can be acknowledged: an echo of our own first write arriving while
+ * the same sync makes its second is judged on its newer state, not re-read.
+ */
+export function supersededByCopy<T extends KubeObject>(
+  cache: { readonly synced: boolean; readonly store: ObjectStore<T> } | undefined,
+  eventObject: Record<string, unknown> | undefined,
+): boolean {
+  if (!cache?.synced) return false;
+  const metadata = eventObject?.metadata as
+    | { name?: unknown; namespace?: unknown; uid?: unknown; resourceVersion?: unknown }
+    | undefined;
+  if (typeof metadata?.name !== "string" || typeof metadata.resourceVersion !== "string") return false;
+  if (typeof metadata.uid !== "string") return false;
+  const namespace = typeof metadata.namespace === "string" ? metadata.namespace : "";
+  const held = cache.store.get(namespace, metadata.name);
+  if (held?.metadata.uid !== metadata.uid) return false;
+  return compareResourceVersions(held.metadata.resourceVersion, metadata.resourceVersion) === 1;
 }
