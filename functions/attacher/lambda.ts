@@ -7,5 +7,5 @@ import { build } from "./main.ts";
 
 // No watched copies: a frozen Lambda cannot keep a watch open.
 export const handler = lambdaHandler("attacher", () =>
-  build({ ...process.env, ATTACHER_CSINODE_CACHE: "false" }),
+  build({ ...process.env, ATTACHER_CSINODE_CACHE: "false", ATTACHER_PV_CACHE: "false" }),
 );

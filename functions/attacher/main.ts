@@ -10,8 +10,8 @@ import { booleanFromEnv, controllerKnobsFromEnv } from "../../shared/config.ts";
 import { connectDriver } from "../../shared/csi/connect-driver.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { csiNodes } from "../../shared/kube/resources.ts";
-import type { CSINode } from "../../shared/kube/types.ts";
+import { csiNodes, persistentVolumes } from "../../shared/kube/resources.ts";
+import type { CSINode, PersistentVolume } from "../../shared/kube/types.ts";
 import { lazyWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
 import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
@@ -36,6 +36,15 @@ export async function build(env = process.env): Promise<BuiltFunction> {
         log: logger.child({ cache: "csinodes" }),
       })
     : undefined;
+  // The PV of each attach from a watched copy of the PVs, started by the first attach.
+  const pvCopy = booleanFromEnv(env, "ATTACHER_PV_CACHE", true)
+    ? lazyWatchedStore<PersistentVolume>({
+        kubeConfig,
+        json: kube,
+        resource: persistentVolumes,
+        log: logger.child({ cache: "persistentvolumes" }),
+      })
+    : undefined;
   const controller = new AttacherController({
     kube,
     csi,
@@ -44,6 +53,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     workers: knobs.workers,
     retryInterval: knobs.retryInterval,
     ...(csiNodeCopy ? { csiNodes: csiNodeCopy.get } : {}),
+    ...(pvCopy ? { persistentVolumes: pvCopy.get } : {}),
   });
   // Chosen once, at start (each cold start on Lambda), as upstream does. It
   // cannot fail here: connectDriver has already read the capabilities it uses.
@@ -53,7 +63,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     "attacher handler chosen",
   );
   const app = createAttacherApp({ controller, csi, logger });
-  return { name: "attacher", app, logger, close: closeParts({ copies: [csiNodeCopy], kube, csi }) };
+  return { name: "attacher", app, logger, close: closeParts({ copies: [csiNodeCopy, pvCopy], kube, csi }) };
 }
 
 export async function main(): Promise<void> {

@@ -15,9 +15,12 @@ import type { Operation } from "./backoff.ts";
 import type { AttachHandler } from "./handler.ts";
 import type { JsonPatchOp, MergePatch } from "./patches.ts";
 
-/** What is synced: a VolumeAttachment (forced: past "already attached", upstream forceSync) or a PV. */
+/**
+ * What is synced: a VolumeAttachment (forced: past "already attached", upstream forceSync;
+ * `copy`: the event's well-formed copy, a first attempt's hint, see event-copy.ts) or a PV.
+ */
 export type AttacherKey =
-  | { kind: "attachment"; name: string; force?: boolean }
+  | { kind: "attachment"; name: string; force?: boolean; copy?: VolumeAttachment }
   | { kind: "volume"; name: string };
 
 /** A ControllerPublishVolume that succeeded: what the status needs, and what taking it back needs. */

@@ -186,15 +186,15 @@ describe("ClusterRoles", () => {
     // Functions are handed their events; the watches are the binder's copies of the PVs and claims
     // (read as upstream reads its informers, never "gone" from a copy), the provisioner's copies of
     // the Nodes and CSINodes (topology) and of the VolumeAttachments (a deletion's "still attached"
-    // check), the attacher's of the CSINodes (node IDs), and the binder's and provisioner's copy of
-    // the StorageClasses (whose specs cannot change).
+    // check), the attacher's of the CSINodes (node IDs) and PVs (an attach's volume), and the
+    // binder's and provisioner's copy of the StorageClasses (whose specs cannot change).
     const allowedWatches: Record<string, string[]> = {
       binder: [
         "core/persistentvolumeclaims:watch",
         "core/persistentvolumes:watch",
         "storage.k8s.io/storageclasses:watch",
       ],
-      attacher: ["storage.k8s.io/csinodes:watch"],
+      attacher: ["core/persistentvolumes:watch", "storage.k8s.io/csinodes:watch"],
       provisioner: [
         "core/nodes:watch",
         "storage.k8s.io/csinodes:watch",

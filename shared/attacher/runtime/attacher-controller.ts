@@ -17,7 +17,7 @@ import { chooseHandler } from "../choose-handler.ts";
 import type { AttachHandler } from "../handler.ts";
 import { findAttachmentMismatches, publishedNodesByVolume } from "../reconcile.ts";
 import { type AttacherReport, type AttacherRuntime, attacherSpec } from "./attacher-spec.ts";
-import { type CsiNodeCopy, listAllVolumes, messageOf } from "./load-attachment.ts";
+import { type CsiNodeCopy, listAllVolumes, messageOf, type PvCopy } from "./load-attachment.ts";
 
 export type { AttacherReport } from "./attacher-spec.ts";
 
@@ -50,6 +50,8 @@ export interface AttacherControllerOptions {
   listVolumesPageSize?: number;
   /** A watched copy of the CSINodes, for the node ID each attach needs; none: a GET per attach. */
   csiNodes?: CsiNodeCopy;
+  /** A watched copy of the PVs, for an attach's first attempt; none: a GET per attach. */
+  persistentVolumes?: PvCopy;
 }
 
 export class AttacherController implements Controller {
@@ -81,6 +83,7 @@ export class AttacherController implements Controller {
       handler: () => this.handler(),
       syncVolume: (name) => this.syncVolume(name),
       csiNodes: o.csiNodes,
+      persistentVolumes: o.persistentVolumes,
     });
     // An attach is up to a dozen rounds; one that takes back a late publish starts over on the new VA.
     this.runtime = new ControllerRuntime(spec, {

@@ -107,10 +107,15 @@ export function attacherExecutors(
     async "write-attached"(step, run) {
       const { uid, finalizer, publishContext } = step;
       // Gone (404): released and deleted by another sync while the publish was in flight.
-      const r = await writeStatus(kube, step.name, (current) =>
-        releasedMeanwhile(current, uid, finalizer)
-          ? undefined
-          : attachedStatus(current.status, publishContext),
+      // First written on the VA the sync holds (no GET); a conflict reads it live.
+      const r = await writeStatus(
+        kube,
+        step.name,
+        (current) =>
+          releasedMeanwhile(current, uid, finalizer)
+            ? undefined
+            : attachedStatus(current.status, publishContext),
+        step.resume.va,
       ).catch(ignoreNotFound);
       run.carry(withStatusWritten(step.resume, r?.object));
       return r?.written ? 1 : 0;

@@ -9,6 +9,7 @@ import { persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../kube/types.ts";
 import type { AttacherKey, AttacherStep, AttachmentState, VolumeState } from "../attacher-steps.ts";
 import { planAttachment } from "../attachment-protocol.ts";
+import { attachmentFromEvent, copyMayDecide } from "../event-copy.ts";
 import { type AttachHandler, isAttachmentForDriver } from "../handler.ts";
 import { mayReleaseVolume, planVolume } from "../volume-release.ts";
 import { type AttacherExecutorDeps, attacherExecutors } from "./attacher-executors.ts";
@@ -17,6 +18,7 @@ import {
   completeAttachmentState,
   loadAttachment,
   loadVolumeState,
+  type PvCopy,
 } from "./load-attachment.ts";
 
 export interface AttacherReport {
@@ -28,6 +30,7 @@ interface AttacherSpecDeps extends AttacherExecutorDeps {
   driverName: string;
   handler: () => Promise<AttachHandler>;
   csiNodes?: CsiNodeCopy | undefined;
+  persistentVolumes?: PvCopy | undefined;
 }
 
 export type AttacherRuntime = ControllerRuntime<
@@ -64,7 +67,8 @@ async function keysOfEvent(
     const attacher = hint?.spec?.attacher;
     if (typeof attacher === "string" && attacher !== d.driverName)
       return answer(`volumeattachment ${e.name}`, `attacher is ${attacher}, not ${d.driverName}`);
-    return [{ kind: "attachment", name: e.name }];
+    const copy = attachmentFromEvent(e.name, e.object);
+    return [{ kind: "attachment", name: e.name, ...(copy ? { copy } : {}) }];
   }
   if (e.kind === "PersistentVolume" && e.apiVersion === "v1") {
     // A DELETED PV is gone: our finalizer, if any, was removed before.
@@ -82,32 +86,38 @@ async function keysOfEvent(
 async function loadState(
   d: AttacherSpecDeps,
   key: AttacherKey,
-  round: number,
-  carried: readonly AttachmentState[],
+  ctx: { attempt: number; round: number; carried: readonly AttachmentState[] },
 ): Promise<AttachmentState | VolumeState | undefined> {
   const { kube, now } = d;
+  const { attempt, round, carried } = ctx;
   const handler = await d.handler();
   if (key.kind === "volume") return loadVolumeState(kube, handler, key.name);
+  // A later attempt follows a lost race: the copies were behind, so everything is read live.
+  const first = attempt === 1;
+  const copies = { csiNodes: d.csiNodes, pvs: first ? d.persistentVolumes : undefined };
   if (round > 1) {
     // Each step of a protocol hands over what it left; nothing is read twice. The clock moves on:
     // a failure found in this round is dated now, as upstream dates it when it happens.
     const resumed = carried.at(-1);
     if (!resumed) throw new TypeError(`round ${round} of ${objectOf(key)} has no state to resume from`);
-    return completeAttachmentState(kube, { ...resumed, now: now() }, now, d.csiNodes);
+    return completeAttachmentState(kube, { ...resumed, now: now() }, now, copies);
   }
-  const va = await loadAttachment(kube, key.name);
-  if (!va) return undefined;
   const force = key.force === true;
+  const at = now();
+  const copied =
+    first && key.copy && copyMayDecide(handler, key.copy, { now: at, force }) ? key.copy : undefined;
+  const va = copied ?? (await loadAttachment(kube, key.name));
+  if (!va) return undefined;
   const start: AttachmentState = {
     kind: "attachment",
     handler,
-    now: now(),
+    now: copied ? at : now(),
     force,
     va,
     stage: { at: "start" },
     prefix: "",
   };
-  return completeAttachmentState(kube, start, now, d.csiNodes);
+  return completeAttachmentState(kube, start, now, copies);
 }
 
 /** Every VolumeAttachment of this driver, and every deleting PV that holds our finalizer. */
@@ -130,7 +140,7 @@ export function attacherSpec(d: AttacherSpecDeps): SpecOf<AttacherRuntime> {
   return {
     keyId: objectOf,
     keysOf: (e) => keysOfEvent(e, d),
-    load: (key, { round, carried }) => loadState(d, key, round, carried),
+    load: (key, ctx) => loadState(d, key, ctx),
     absent: (key) => (key.kind === "attachment" ? "volumeattachment is gone" : "volume is gone"),
     decide(state) {
       if (state.kind === "volume") return planVolume(state);

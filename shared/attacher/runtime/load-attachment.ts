@@ -1,7 +1,8 @@
 // The reads of the attacher: a VolumeAttachment and, as its decision asks
 // for them one by one (../attachment-protocol.ts nextAttachmentRead), its PV,
-// the controller-publish Secret and the CSINode of its node; a PV and, when it
-// may lose our finalizer, every VolumeAttachment. A missing object is
+// the controller-publish Secret and the CSINode of its node (PV and CSINode
+// from watched copies where they may stand in); a PV and, when it may lose
+// our finalizer, every VolumeAttachment. A missing object is
 // `undefined` (the decision turns it into upstream's error text). A failed
 // read for an attach or detach is that operation's error, recorded like any
 // other; any other API failure is thrown.
@@ -10,6 +11,7 @@ import { grpcCodeOf } from "../../csi/errors.ts";
 import type { ListVolumesEntry } from "../../csi/types.ts";
 import { getOptional, lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { isMultiAttachAllowed } from "../../kube/multi-attach.ts";
 import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
 import { readSecretData } from "../../kube/secrets.ts";
 import type {
@@ -19,6 +21,7 @@ import type {
   VolumeAttachment,
 } from "../../kube/types.ts";
 import type { WatchedStore } from "../../kube/watched-store.ts";
+import { annAttachLock } from "../../kube/well-known.ts";
 import type { AttachmentRead, AttachmentState, Failure, VolumeState } from "../attacher-steps.ts";
 import { afterTakeBack, failedWith, nextAttachmentRead } from "../attachment-protocol.ts";
 import type { Operation } from "../backoff.ts";
@@ -29,6 +32,50 @@ function loadVolume(kube: KubeJsonClient, name: string | undefined): Promise<Per
   return name
     ? getOptional(() => kube.get<PersistentVolume>(persistentVolumes, name))
     : Promise.resolve(undefined);
+}
+
+/** A watched copy of the PVs (started on first use), read as upstream's attacher reads its PV lister. */
+export type PvCopy = () => Pick<WatchedStore<PersistentVolume>, "store" | "synced">;
+
+/**
+ * The PV from the copy when the copy can stand in for a GET, else from the
+ * API. What the attacher takes from a PV (spec.csi driver, volumeHandle,
+ * readOnly, volumeAttributes, controllerPublishSecretRef, accessModes) is
+ * immutable after creation, so any copy has it right. Two things it reads are
+ * not: the deletionTimestamp and the attach/detach controller's lock
+ * annotation, which fences a single-node volume to one node.
+ * - A copy without our finalizer is checked by the write that adds it, a PATCH
+ *   conditional on the copy's resourceVersion: a stale copy costs a conflict
+ *   and a retry that reads live; else the next round decides on the PV the
+ *   PATCH returned.
+ * - A copy with our finalizer needs no write (as upstream), so nothing checks
+ *   it: for a single-node volume it stands in only once it has reached the
+ *   revision of the VA decided on (the lock is set before that VA is created).
+ *   Its deletionTimestamp may lag as upstream's lister does; the finalizer
+ *   keeps the PV until this VA is detached.
+ * A copy that shows the PV deleting or locked to another node is read again
+ * live, so a lagging copy never fails an attach. A detach reads only the
+ * immutable fields (and the deletionTimestamp, which only starts the PV's own
+ * sync, a live read). A PV the copy lacks is read live.
+ */
+async function loadVolumeFor(
+  kube: KubeJsonClient,
+  name: string | undefined,
+  copies: { pvs: PvCopy | undefined; finalizer: string | undefined; va: VolumeAttachment },
+): Promise<PersistentVolume | undefined> {
+  const watched = name ? copies.pvs?.() : undefined;
+  const copied = name && watched?.synced ? watched.store.get("", name) : undefined;
+  if (copied) {
+    const multi = isMultiAttachAllowed(copied);
+    const lock = copied.metadata.annotations?.[annAttachLock];
+    const refusing =
+      Boolean(copied.metadata.deletionTimestamp) || (!multi && lock && lock !== copies.va.spec.nodeName);
+    const held =
+      copies.finalizer !== undefined && (copied.metadata.finalizers ?? []).includes(copies.finalizer);
+    const reached = watched?.store.covers(copies.va.metadata.resourceVersion) === true;
+    if (!refusing && (!held || multi || reached)) return copied;
+  }
+  return loadVolume(kube, name);
 }
 
 /** A watched copy of the CSINodes (started on first use), read as upstream's attacher reads its CSINode lister. */
@@ -99,20 +146,32 @@ export function failureOf(op: Operation, err: unknown, now: Date, prefix?: strin
   return { op, message, ...(grpcCode !== undefined ? { grpcCode } : {}), at: now, cause: err };
 }
 
+/** The watched copies a sync may read; `pvs` only on a first attempt (a lost race reads afresh). */
+export interface AttachmentCopies {
+  csiNodes?: CsiNodeCopy | undefined;
+  pvs?: PvCopy | undefined;
+}
+
 async function readFor(
   kube: KubeJsonClient,
   s: AttachmentState,
   need: AttachmentRead,
   now: () => Date,
-  csiNodeCopy: CsiNodeCopy | undefined,
+  copies: AttachmentCopies,
 ) {
   switch (need.read) {
-    case "pv":
-      return { ...s, pv: (await loadVolume(kube, need.name)) ?? null };
+    case "pv": {
+      const pv = await loadVolumeFor(kube, need.name, {
+        pvs: copies.pvs,
+        finalizer: s.handler.finalizer,
+        va: s.va,
+      });
+      return { ...s, pv: pv ?? null };
+    }
     case "secrets":
       return { ...s, secrets: await loadPublishSecrets(kube, need.csi) };
     case "csiNode":
-      return { ...s, csiNode: (await loadCsiNode(kube, need.nodeName, csiNodeCopy)) ?? null };
+      return { ...s, csiNode: (await loadCsiNode(kube, need.nodeName, copies.csiNodes)) ?? null };
     case "successor":
       return afterTakeBack(s, await loadAttachment(kube, need.name), now());
   }
@@ -123,12 +182,12 @@ export async function completeAttachmentState(
   kube: KubeJsonClient,
   start: AttachmentState,
   now: () => Date,
-  csiNodeCopy?: CsiNodeCopy,
+  copies: AttachmentCopies = {},
 ): Promise<AttachmentState> {
   let s = start;
   for (let need = nextAttachmentRead(s); need; need = nextAttachmentRead(s)) {
     try {
-      s = await readFor(kube, s, need, now, csiNodeCopy);
+      s = await readFor(kube, s, need, now, copies);
     } catch (err) {
       if (need.read === "successor" || lostToConcurrentWriter(err)) throw err;
       s = failedWith(s, failureOf(need.op, err, now()));
