@@ -85,6 +85,21 @@ export class ObjectStore<T extends KubeObject> {
     this.advance(rv);
   }
 
+  /**
+   * An object this process has just written, as the API answered: kept if
+   * the copy holds that very object (same UID) at an older revision, so the
+   * process judges its own write's echo on the state it already knows.
+   * Never adds an object (a deletion the watch delivered stays) and never
+   * moves the revision mark: `covers` speaks for the watch alone.
+   */
+  learn(object: T): void {
+    const key = keyOf(object);
+    const stored = this.objects.get(key);
+    if (stored === undefined || stored.metadata.uid !== object.metadata.uid) return;
+    if (compareResourceVersions(object.metadata.resourceVersion, stored.metadata.resourceVersion) === 1)
+      this.put(key, object);
+  }
+
   /** The list a watch started from has been applied (through apply): everything up to its revision is here. */
   listed(resourceVersion: string | undefined): void {
     this.advance(resourceVersion);

@@ -793,6 +793,51 @@ describe("binder: reads from the watched copy of the claims", () => {
     assert.notEqual(again?.outcome, "superseded (the watched copy is newer)");
   });
 
+  it("the binder's own writes reach its copies: the echo of its claim update is superseded, not a single request", async () => {
+    await createVolume(pv("for-own-echo", "10Gi"));
+    const created = await kube.create(persistentVolumeClaims, pvc("own-echo", "5Gi"));
+    const claims = await listClaims();
+    const volumes = await kube.list<PersistentVolume>(persistentVolumes);
+    const claimCache = claimCopy(claims.items, claims.resourceVersion);
+    const binder = new BinderController({
+      kube,
+      events: recorder,
+      claimCache,
+      volumeCache: frozenCopy(volumes.items, volumes.resourceVersion),
+    });
+    const [bound] = await binder.handleEvent({
+      action: "add",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "own-echo",
+      namespace: "default",
+      object: created as unknown as Record<string, unknown>,
+    });
+    assert.equal(bound?.outcome, "bound to volume for-own-echo");
+    const now = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "own-echo", "default");
+    assert.equal(
+      claimCache.store.get("default", "own-echo")?.metadata.resourceVersion,
+      now.metadata.resourceVersion,
+    );
+    // The claim update's echo: volumeName set, status not written yet (one revision before the status write).
+    const echo = {
+      ...now,
+      metadata: { ...now.metadata, resourceVersion: String(Number(now.metadata.resourceVersion) - 1) },
+      status: { phase: "Pending" },
+    };
+    await sandbox.admin.resetCounters();
+    const [report] = await binder.handleEvent({
+      action: "update",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "own-echo",
+      namespace: "default",
+      object: echo as unknown as Record<string, unknown>,
+    });
+    assert.equal(report?.outcome, "superseded (the watched copy is newer)");
+    assert.deepEqual(await sandbox.admin.counters(), {});
+  });
+
   it("a copy that claims to be current but is not: the write loses its race, and the next attempt reads live", async () => {
     await createVolume(pv("for-stale", "10Gi"));
     const created = await kube.create(persistentVolumeClaims, pvc("stale", "5Gi"));

@@ -184,3 +184,38 @@ describe("ObjectStore", () => {
     assert.equal(store.get("", "b")?.metadata.resourceVersion, "2");
   });
 });
+
+describe("learn: the process's own writes", () => {
+  const withUid = (name: string, rv: string, uid: string, label = ""): KubeObject => ({
+    ...obj(name, rv, label),
+    metadata: { ...obj(name, rv, label).metadata, uid },
+  });
+
+  it("a newer state of a held object is kept, without moving the revision mark", () => {
+    const store = new ObjectStore<KubeObject>();
+    store.apply("add", withUid("a", "5", "u1"));
+    store.listed("5");
+    store.learn(withUid("a", "9", "u1", "written"));
+    assert.equal(store.get("", "a")?.metadata.resourceVersion, "9");
+    assert.equal(store.covers("9"), false, "only the watch speaks for revisions");
+    // The watch's own delivery of that write, then older news, change nothing.
+    store.apply("update", withUid("a", "9", "u1", "written"));
+    store.apply("update", withUid("a", "7", "u1", "stale"));
+    assert.equal(store.get("", "a")?.metadata.labels?.label, "written");
+  });
+
+  it("never adds, never undoes a deletion, never replaces another object of that name or a newer state", () => {
+    const store = new ObjectStore<KubeObject>();
+    store.listed("1");
+    store.learn(withUid("gone", "3", "u1"));
+    assert.equal(store.get("", "gone"), undefined, "not held: not added");
+    store.apply("add", withUid("b", "4", "u2"));
+    store.learn(withUid("b", "6", "another"));
+    assert.equal(store.get("", "b")?.metadata.uid, "u2", "another object by that name");
+    store.learn(withUid("b", "3", "u2", "older"));
+    assert.equal(store.get("", "b")?.metadata.resourceVersion, "4", "an older state");
+    store.apply("delete", withUid("b", "8", "u2"));
+    store.learn(withUid("b", "7", "u2"));
+    assert.equal(store.get("", "b"), undefined, "the deletion stays");
+  });
+});

@@ -287,7 +287,12 @@ function binderSpec(
             syncClaim(s.claim, s.view),
           )
         : instruments.decided({ kind: "volume", volume: s.volume }, syncVolume(s.volume, s.view)),
-    executors: instruments.executors(binderExecutors(kube, o.events)),
+    executors: instruments.executors(
+      binderExecutors(kube, o.events, {
+        volume: (v) => o.volumeCache?.store.learn(v),
+        claim: (c) => o.claimCache?.store.learn(c),
+      }),
+    ),
     // A claim may be synced again after its volume's sync (the volume's writes change what it sees).
     repeatable: (key) => key.kind === "claim",
     // A volume's claim (a provisioned volume's, say) inherits the volume event's revision: copies past it may answer.

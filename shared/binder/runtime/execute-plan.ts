@@ -7,7 +7,7 @@ import type { Executors, StepRun } from "../../controller/index.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
-import type { KubeObject } from "../../kube/types.ts";
+import type { KubeObject, PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
 import type { FollowUp, PlanStep } from "../plan.ts";
 
 export type { EventSink } from "../../kube/event-recorder.ts";
@@ -30,19 +30,37 @@ function recorded(run: Run, written: KubeObject): number {
   return 1;
 }
 
-export function binderExecutors(kube: KubeJsonClient, events: EventSink): Executors<PlanStep, FollowUp> {
+/** Where the process's own writes are told, so its watched copies know them before their echoes arrive. */
+export interface WrittenSinks {
+  volume?(written: PersistentVolume): void;
+  claim?(written: PersistentVolumeClaim): void;
+}
+
+export function binderExecutors(
+  kube: KubeJsonClient,
+  events: EventSink,
+  written: WrittenSinks = {},
+): Executors<PlanStep, FollowUp> {
+  const volume = (run: Run, v: PersistentVolume): number => {
+    written.volume?.(v);
+    return recorded(run, v);
+  };
+  const claim = (run: Run, c: PersistentVolumeClaim): number => {
+    written.claim?.(c);
+    return recorded(run, c);
+  };
   return {
     "update-volume": async (step, run) =>
-      recorded(run, await kube.replace(persistentVolumes, conditional(step.volume, run))),
+      volume(run, await kube.replace(persistentVolumes, conditional(step.volume, run))),
     "update-volume-status": async (step, run) =>
-      recorded(
+      volume(
         run,
         await kube.replace(persistentVolumes, conditional(step.volume, run), { subresource: "status" }),
       ),
     "update-claim": async (step, run) =>
-      recorded(run, await kube.replace(persistentVolumeClaims, conditional(step.claim, run))),
+      claim(run, await kube.replace(persistentVolumeClaims, conditional(step.claim, run))),
     "update-claim-status": async (step, run) =>
-      recorded(
+      claim(
         run,
         await kube.replace(persistentVolumeClaims, conditional(step.claim, run), { subresource: "status" }),
       ),

@@ -173,6 +173,28 @@ export interface Candidate {
   atLeast?: string | undefined;
 }
 
+/**
+ * The volume a claim names: from the watched copy when the copy shows it
+ * Bound to this very claim (UID), as upstream takes it from its informer (a
+ * decision on it writes only the claim, conditionally); else read live, since
+ * a volume that seems gone or taken leads to Lost.
+ */
+async function boundVolume(
+  kube: KubeJsonClient,
+  claim: PersistentVolumeClaim,
+  volumeName: string,
+  cache: VolumeCache | undefined,
+): Promise<PersistentVolume[]> {
+  const copied = cache?.synced ? cache.store.get("", volumeName) : undefined;
+  const mutual =
+    copied?.status?.phase === "Bound" &&
+    claim.metadata.uid !== undefined &&
+    copied.spec.claimRef?.uid === claim.metadata.uid;
+  if (mutual) return [copied];
+  const v = await readVolume(kube, volumeName);
+  return v ? [v] : [];
+}
+
 export async function loadClaimView(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
@@ -189,7 +211,7 @@ export async function loadClaimView(
   const volumesRead: Promise<PersistentVolume[]> = matching
     ? matchingVolumes(kube, claim, candidate, cache, picks)
     : volumeName
-      ? readVolume(kube, volumeName).then((v) => (v ? [v] : []))
+      ? boundVolume(kube, claim, volumeName, cache)
       : Promise.resolve([]);
   // Claims with no class at all may get the default: that needs every class.
   const classesRead: Promise<StorageClass[]> =
