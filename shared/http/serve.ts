@@ -59,6 +59,8 @@ export interface ServedFunction {
 }
 
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000;
+/** Longer than any client's idle timeout we know of (Go's http.Transport: 90 s). */
+const KEEP_ALIVE_TIMEOUT_MS = 120_000;
 const CLOSE_HOOK_TIMEOUT_MS = 5_000;
 
 function hasRuntime(app: RequestListener | FunctionApp): app is FunctionApp {
@@ -132,6 +134,10 @@ export async function serveFunction(
   const stdout = options.stdout ?? process.stdout;
 
   const server = await createListener(app, options, log, hooks);
+  // Idle keep-alive connections outlive the clients' own idle timeouts (Go's, kube-apiserver's webhook
+  // client, 90 s), so the client always closes first: a server closing one as the client reuses it turns
+  // the client's next POST (not retried: not idempotent) into a failed webhook call.
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen({ port, host }, () => {
