@@ -27,7 +27,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   // No capability is required: a driver that cannot publish gets the trivial handler.
   const { csi, driverName } = await connectDriver({ env, defaultTimeoutSeconds });
   const kube = new KubeJsonClient(kubeConfig, { rate: knobs.kubeApiRate });
-  // The node ID of each attach from a watched copy of the CSINodes, started by the first attach.
+  // The node ID of each attach from a watched copy of the CSINodes, started with a driver that publishes.
   const csiNodeCopy = booleanFromEnv(env, "ATTACHER_CSINODE_CACHE", true)
     ? lazyWatchedStore<CSINode>({
         kubeConfig,
@@ -36,7 +36,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
         log: logger.child({ cache: "csinodes" }),
       })
     : undefined;
-  // The PV of each attach from a watched copy of the PVs, started by the first attach.
+  // The PV of each attach from a watched copy of the PVs, started with a driver that publishes.
   const pvCopy = booleanFromEnv(env, "ATTACHER_PV_CACHE", true)
     ? lazyWatchedStore<PersistentVolume>({
         kubeConfig,
@@ -62,6 +62,12 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     { driver: driverName, handler: handler.kind, reconciles: handler.reconciles },
     "attacher handler chosen",
   );
+  // Attaching is this process's whole job: the copies start now, as upstream's informers do, so the
+  // first attaches after a start read them instead of the API. A driver that does not publish needs neither.
+  if (handler.kind === "csi") {
+    csiNodeCopy?.get();
+    pvCopy?.get();
+  }
   const app = createAttacherApp({ controller, csi, logger });
   return { name: "attacher", app, logger, close: closeParts({ copies: [csiNodeCopy, pvCopy], kube, csi }) };
 }

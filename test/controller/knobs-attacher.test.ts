@@ -184,3 +184,30 @@ describe("WORKERS on the attacher", () => {
     assert.ok(two < 2000, `WORKERS=2 took ${two} ms for two 1 s publishes`);
   });
 });
+
+describe("ATTACHER_PV_CACHE and ATTACHER_CSINODE_CACHE on the attacher", () => {
+  test("with a driver that publishes, both copies are listed at start, before any attach", async () => {
+    await sandbox.admin.resetCounters();
+    await withAttacher({}, async () => {
+      const deadline = Date.now() + 5000;
+      let counters: Record<string, number> = {};
+      while (Date.now() < deadline) {
+        counters = await sandbox.admin.counters();
+        if (counters["list persistentvolumes"] && counters["list csinodes"]) break;
+        await sleep(20);
+      }
+      assert.ok(counters["list persistentvolumes"], JSON.stringify(counters));
+      assert.ok(counters["list csinodes"], JSON.stringify(counters));
+    });
+  });
+
+  test("turned off, neither is listed", async () => {
+    await sandbox.admin.resetCounters();
+    await withAttacher({ ATTACHER_PV_CACHE: "false", ATTACHER_CSINODE_CACHE: "false" }, async () => {
+      await sleep(300);
+      const counters = await sandbox.admin.counters();
+      assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+      assert.equal(counters["list csinodes"] ?? 0, 0, JSON.stringify(counters));
+    });
+  });
+});
