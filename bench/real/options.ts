@@ -36,6 +36,8 @@ export interface RealBenchParams {
   resyncSeconds: number;
   /** Forwarder deliveries in flight per function; undefined = the forwarder's default. */
   forwarderConcurrency?: number;
+  /** WORKERS for our controller functions (upstream's tuned column runs 100 workers); undefined: their defaults. */
+  workers?: number;
   /** Longest wait for one workload to finish, seconds. */
   timeoutSeconds: number;
 }
@@ -57,6 +59,7 @@ export const USAGE = `usage: npm run bench -- --kubeconfig PATH [options]   (or 
                              one binary each (KUBE_CONTROLLER_MANAGER, CSI_PROVISIONER, CSI_ATTACHER, HOSTPATH_PLUGIN)
   --resync-seconds N         how often our controllers get POST /resync (60, the PingSources' minute)
   --forwarder-concurrency N  forwarder deliveries in flight per function (the forwarder's default)
+  --workers N                WORKERS of our controller functions, e.g. 100 as upstream's tuned sidecars (their defaults)
   --timeout-seconds N        longest wait for one workload (600)`;
 
 export class RealBenchUsageError extends Error {
@@ -122,6 +125,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
         "hostpath-plugin": { type: "string" },
         "resync-seconds": { type: "string" },
         "forwarder-concurrency": { type: "string" },
+        workers: { type: "string" },
         "timeout-seconds": { type: "string" },
       },
     }).values;
@@ -144,6 +148,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
     expandHome(str(flag) ?? env[envName] ?? `${binDir}/${file}`, env);
   const bindSizes = list(str("bind-sizes"))?.map((s) => int(s, 0, "bind-sizes", 1, 100_000)) ?? [100, 1000];
   const concurrency = str("forwarder-concurrency");
+  const workers = str("workers");
   return {
     kubeconfig: expandHome(kubeconfig, env),
     workloads,
@@ -168,6 +173,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
     ...(concurrency !== undefined
       ? { forwarderConcurrency: int(concurrency, 16, "forwarder-concurrency", 1, 1024) }
       : {}),
+    ...(workers !== undefined ? { workers: int(workers, 10, "workers", 1, 10_000) } : {}),
     timeoutSeconds: int(str("timeout-seconds"), 600, "timeout-seconds", 1, 86_400),
   };
 }

@@ -56,6 +56,8 @@ export interface StackOptions {
   probeClass: string;
   resyncSeconds: number;
   forwarderConcurrency?: number;
+  /** WORKERS of every controller function; undefined: each function's default. */
+  workers?: number;
 }
 
 /** A control plane under test: ours or upstream's. */
@@ -170,6 +172,7 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
       CSI_ENDPOINT: driver.endpoint,
       DRIVER_NAME: options.driverName,
       PROVISIONER_DRIVERS: options.driverName,
+      ...(options.workers ? { WORKERS: String(options.workers) } : {}),
     };
     const started = await Promise.all(
       BENCH_FUNCTIONS.map((f) =>

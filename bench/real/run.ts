@@ -99,6 +99,7 @@ async function runRound(
       probeClass: FAST_CLASS,
       resyncSeconds: params.resyncSeconds,
       ...(params.forwarderConcurrency ? { forwarderConcurrency: params.forwarderConcurrency } : {}),
+      ...(params.workers ? { workers: params.workers } : {}),
     };
     stack =
       stackName === "ours"

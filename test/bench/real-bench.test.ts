@@ -47,6 +47,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(p.upstreamDefaults, false);
   assert.equal(p.resyncSeconds, 60);
   assert.equal(p.forwarderConcurrency, undefined);
+  assert.equal(p.workers, undefined);
   assert.equal(p.upstream.csiAttacher, "/home/u/.cache/kube-storage-functions/real-cluster/bin/csi-attacher");
 
   const q = realParamsFromArgs(
@@ -65,6 +66,8 @@ test("options: the issue's workloads by default, flags over environment over the
       "/p",
       "--forwarder-concurrency",
       "4",
+      "--workers",
+      "100",
     ],
     { KUBECONFIG: "/env", CSI_ATTACHER: "/a", HOME: "/home/u" },
   );
@@ -74,6 +77,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(q.compare, true);
   assert.equal(q.upstreamDefaults, true);
   assert.equal(q.forwarderConcurrency, 4);
+  assert.equal(q.workers, 100);
   assert.deepEqual(q.upstream, {
     kubeControllerManager: "/bins/kube-controller-manager",
     csiProvisioner: "/p",
