@@ -60,9 +60,8 @@ export interface BinderControllerOptions {
 /**
  * `atLeast`: the revision of the event that named the key; a watched copy that has reached it may stand in for a GET.
  * `atLeastOfVolume`: that event was a volume's (a claim nudged by its volume), not the claim's own.
- * `deletedClaimUid`: a volume synced for its claim's DELETE event: the UID that event proves gone.
  */
-type BinderKey = FollowUp & { atLeast?: string; atLeastOfVolume?: true; deletedClaimUid?: string };
+type BinderKey = FollowUp & { atLeast?: string; atLeastOfVolume?: true };
 
 /** The outcome of an event whose object the watched copy already holds in a newer state. */
 const SUPERSEDED = "superseded (the watched copy is newer)";
@@ -122,16 +121,7 @@ function binderSpec(
     if (typeof spec?.volumeName === "string" && spec.volumeName) {
       // The claim copy may not have seen this deletion yet: the volume's sync trusts it only past it.
       const atLeast = revisionOf(e.object);
-      // This very event proves the claim with this UID gone for good: no read needs to prove it again.
-      const uid = (e.object?.metadata as { uid?: unknown } | undefined)?.uid;
-      return [
-        {
-          kind: "volume",
-          name: spec.volumeName,
-          ...(atLeast ? { atLeast } : {}),
-          ...(typeof uid === "string" && uid ? { deletedClaimUid: uid } : {}),
-        },
-      ];
+      return [{ kind: "volume", name: spec.volumeName, ...(atLeast ? { atLeast } : {}) }];
     }
     const all = await kube.list<PersistentVolume>(persistentVolumes);
     return all.items
@@ -286,7 +276,6 @@ function binderSpec(
           volume,
           now(),
           first && key.atLeast ? { cache: o.claimCache, atLeast: key.atLeast } : undefined,
-          key.deletedClaimUid,
         ),
       };
     },

@@ -236,17 +236,14 @@ function claimInCopy(cache: ClaimCache, ref: { namespace?: string; name?: string
   return cache.store.get(ref.namespace ?? "", ref.name ?? "") !== undefined;
 }
 
-/** `deletedClaimUid`: a claim UID a DELETE event has shown gone (deleted objects never come back). */
 export async function loadVolumeView(
   kube: KubeJsonClient,
   volume: PersistentVolume,
   now: string,
   claims?: { cache: ClaimCache | undefined; atLeast: string },
-  deletedClaimUid?: string,
 ): Promise<VolumeSyncView> {
   const ref = volume.spec.claimRef;
   if (!ref?.uid || !ref.name) return { claim: undefined, pods: [], now };
-  if (ref.uid === deletedClaimUid) return { claim: undefined, pods: await recyclePods(kube, volume), now };
   const cache = claims?.cache;
   // A copy behind the event may still hold a claim that event deleted: only one that has reached it may answer.
   const copied =
@@ -262,11 +259,10 @@ export async function loadVolumeView(
     !claimInCopy(cache, ref);
   const claim = copied ?? (goneForGood ? undefined : await readClaim(kube, ref.namespace ?? "", ref.name));
   const claimGone = !claim || claim.metadata.uid !== ref.uid;
-  return { claim, pods: claimGone ? await recyclePods(kube, volume) : [], now };
-}
-
-/** Only the Recycle policy asks which pods still use a gone claim. */
-async function recyclePods(kube: KubeJsonClient, volume: PersistentVolume): Promise<Pod[]> {
-  if (volume.spec.persistentVolumeReclaimPolicy !== "Recycle") return [];
-  return (await kube.list<Pod>(pods, { namespace: volume.spec.claimRef?.namespace ?? "" })).items;
+  // Only the Recycle policy asks which pods still use the claim.
+  const claimPods =
+    claimGone && volume.spec.persistentVolumeReclaimPolicy === "Recycle"
+      ? (await kube.list<Pod>(pods, { namespace: ref.namespace ?? "" })).items
+      : [];
+  return { claim, pods: claimPods, now };
 }
