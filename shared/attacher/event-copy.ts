@@ -6,17 +6,17 @@
 //   brings an event of its own, delivered after this one;
 // - an attach whose VA still lacks our finalizer: the finalizer PATCH carries
 //   the copy's resourceVersion and comes before ControllerPublish, so a stale
-//   copy fails there (409, or 404 when the VA is gone) and the retry reads live.
+//   copy fails there (409, or 404 when the VA is gone) and the retry reads live;
+//   and the VA the PATCH returns (the stored truth) must have the copy's spec,
+//   or nothing is published and the retry reads live (a copy that is not the
+//   stored VA, whatever its resourceVersion, never picks the node).
 // Everything else reads the VA live: an attach of a VA that holds our
 // finalizer already would publish with no write first, a detach unpublishes,
 // and the status-only writes re-read and apply without deciding again (to
 // another VA of that name, if the copy is stale).
+import { isRecord } from "../is-record.ts";
 import type { VolumeAttachment } from "../kube/types.ts";
 import type { AttachHandler } from "./handler.ts";
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 const nonEmpty = (v: unknown): v is string => typeof v === "string" && v !== "";
 const absent = (v: unknown): boolean => v === undefined || v === null;

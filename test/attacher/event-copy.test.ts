@@ -163,6 +163,27 @@ describe("the attach path reads nothing the event and the copies already hold", 
     assert.equal(await publishes(), 1);
   });
 
+  it("a copy naming another node than the stored VA (garbled or forged): nothing is published there; the retry attaches to the stored node", async () => {
+    await volume("pv-f");
+    await kube.create<CSINode>(csiNodes, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: "elsewhere" },
+      spec: { drivers: [{ name: driverName, nodeID: "elsewhere-id", topologyKeys: [] }] },
+    });
+    await until("the other CSINode in the copy", () => nodeCopy.store.get("", "elsewhere") !== undefined);
+    const stored = await createAttachment("va-f", "pv-f");
+    const garbled = { ...stored, spec: { ...stored.spec, nodeName: "elsewhere" } };
+
+    const [attached] = await attacher.handleEvent(vaEvent("va-f", garbled));
+    assert.equal(attached?.outcome, `attached to node ${node}`);
+    const calls = (await sandbox.csi.stats()).calls;
+    assert.equal(calls.ControllerPublishVolume, 1, "one publish, to the stored node only");
+    const va = await kube.get<VolumeAttachment>(volumeAttachments, "va-f");
+    assert.equal(va.status?.attached, true);
+    assert.equal(va.metadata.annotations?.[annNodeId], node);
+  });
+
   it("a copy of a VA deleted since: nothing is published, the retry finds it gone", async () => {
     await volume("pv-c");
     const stale = await createAttachment("va-c", "pv-c");

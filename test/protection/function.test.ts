@@ -223,26 +223,25 @@ describe("pvc-protection", () => {
   it("a write that loses a race is decided again on fresh state", async () => {
     await kube.create(persistentVolumeClaims, claim("raced"));
     const marked = await deleting<PersistentVolumeClaim>(persistentVolumeClaims, "raced", "default");
-    // Our PUT waits 400 ms at the server; meanwhile someone else changes the claim.
-    api.faults.set({ latencyMs: 400, verbs: ["update"], resources: ["persistentvolumeclaims"] });
+    // Our patch (decided on the event's copy) waits 400 ms at the server; meanwhile someone else changes the claim.
+    api.faults.set({ latencyMs: 400, verbs: ["patch"], resources: ["persistentvolumeclaims"] });
     api.counters.clear();
     const sync = send("MODIFIED", marked);
     await new Promise((resolve) => setTimeout(resolve, 150));
-    await kube.patch(
-      persistentVolumeClaims,
-      "raced",
-      "default",
-      { metadata: { labels: { touched: "yes" } } },
-      "merge",
-    );
+    const current = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "raced", "default");
+    await kube.replace(persistentVolumeClaims, {
+      ...current,
+      metadata: { ...current.metadata, labels: { touched: "yes" } },
+    });
     const r = await sync;
     api.faults.clear();
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.deepEqual(r.outcomes, [`claim default/raced: removed ${pvcProtectionFinalizer}: no pod uses it`]);
+    assert.equal(api.counters.get("patch persistentvolumeclaims"), 1, "the tested patch lost (422)");
     assert.equal(
       api.counters.get("update persistentvolumeclaims"),
       2,
-      "the first PUT lost (409), the second won",
+      "the other writer's PUT, then ours on the fresh read",
     );
     assert.equal(api.counters.get("list pods"), 2, "each attempt proves non-use on its own live list");
     assert.equal(await getOptional(() => kube.get(persistentVolumeClaims, "raced", "default")), undefined);
@@ -258,8 +257,35 @@ describe("pvc-protection: reads", () => {
     assert.deepEqual(r.outcomes, [`claim default/copied: removed ${pvcProtectionFinalizer}: no pod uses it`]);
     assert.deepEqual(Object.fromEntries(api.counters), {
       "list pods": 1,
-      "update persistentvolumeclaims": 1,
+      "patch persistentvolumeclaims": 1,
     });
+  });
+
+  it("an event's copy that is not the stored claim (a forged deletion) changes nothing: the patch's tests fail, the retry reads the truth", async () => {
+    const stored = await kube.create(persistentVolumeClaims, claim("forged"));
+    const forged = { ...stored, metadata: { ...stored.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" } };
+    api.counters.clear();
+    const r = await send("MODIFIED", forged);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const still = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "forged", "default");
+    assert.deepEqual(still.metadata.finalizers, [pvcProtectionFinalizer], "the finalizer stays");
+    assert.equal(still.metadata.deletionTimestamp, undefined);
+    assert.equal(api.counters.get("patch persistentvolumeclaims"), 1, "the tested patch was refused");
+    assert.ok((api.counters.get("get persistentvolumeclaims") ?? 0) >= 1, "the retry read the claim");
+    assert.equal(api.counters.get("update persistentvolumeclaims") ?? 0, 0, "and wrote nothing");
+  });
+
+  it("a forged PV copy (deleting, not Bound) changes nothing either", async () => {
+    const stored = await kube.create(persistentVolumes, volume("forged-pv"));
+    const forged = {
+      ...stored,
+      metadata: { ...stored.metadata, deletionTimestamp: "2026-01-01T00:00:00Z" },
+      status: { phase: "Released" },
+    };
+    const r = await send("MODIFIED", forged);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const still = await kube.get<PersistentVolume>(persistentVolumes, "forged-pv");
+    assert.deepEqual(still.metadata.finalizers, [pvProtectionFinalizer]);
   });
 
   it("claims deleted together share the live pod lists, each started after the claims it serves were in hand", async () => {

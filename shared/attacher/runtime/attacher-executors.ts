@@ -5,6 +5,7 @@
 // fails for any reason but a lost race carries the failure, which the next
 // round records (upstream's error texts and prefixes).
 
+import { isDeepStrictEqual } from "node:util";
 import type { Executors } from "../../controller/index.ts";
 import type { CsiClient } from "../../csi/client.ts";
 import { RetryLaterError } from "../../http/errors.ts";
@@ -13,6 +14,7 @@ import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { updateObject } from "../../kube/optimistic-update.ts";
 import { volumeAttachments } from "../../kube/resources.ts";
 import type { RetryInterval } from "../../kube/retry-interval.ts";
+import { TestFailedError } from "../../kube/tested-patch.ts";
 import type { VolumeAttachment } from "../../kube/types.ts";
 import { retrying } from "../../retry.ts";
 import type { AttacherKey, AttacherStep, AttachmentState } from "../attacher-steps.ts";
@@ -88,6 +90,11 @@ export function attacherExecutors(
             patch,
             "merge",
           );
+          // The stored VA, as the write returned it: what is published follows its spec, never a copy's.
+          if (!isDeepStrictEqual(va.spec, step.resume.va.spec))
+            throw new TestFailedError(
+              `VolumeAttachment ${step.name}: the spec decided on is not the stored one`,
+            );
           return { ...step.resume, va };
         },
         run.carry,

@@ -12,7 +12,13 @@ import { claimFromEvent, volumeFromEvent } from "../../kube/event-copies.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { podClaimNames } from "../../kube/pod-claims.ts";
 import { persistentVolumeClaims, persistentVolumes, pods } from "../../kube/resources.ts";
-import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../kube/types.ts";
+import {
+  finalizerChangeOps,
+  type JsonPatchOp,
+  TestFailedError,
+  testedPatch,
+} from "../../kube/tested-patch.ts";
+import type { KubeObject, PersistentVolume, PersistentVolumeClaim, Pod } from "../../kube/types.ts";
 import { type ClaimInput, claimNeedsNoSync, decideClaim } from "../decide-claim.ts";
 import { decideVolume, volumeNeedsNoSync } from "../decide-volume.ts";
 import { podFromEvent } from "../pod-from-event.ts";
@@ -20,6 +26,20 @@ import { podMayFreeClaims } from "../pod-usage.ts";
 import { LivePodLists } from "./live-pod-lists.ts";
 import { type ProtectionMetrics, protectionMetrics } from "./protection-metrics.ts";
 import { claimPlan, type ProtectionStep, volumePlan } from "./protection-plan.ts";
+
+/** Tested-patch ops for a finalizer change decided on `basis`; a copy too thin to pin is a lost race (read live). */
+function pinnedOps(
+  basis: KubeObject,
+  finalizers: readonly string[],
+  pinned: readonly string[],
+): JsonPatchOp[] {
+  const ops = finalizerChangeOps(basis, finalizers, pinned);
+  if (!ops)
+    throw new TestFailedError(
+      `${basis.kind ?? "object"} ${basis.metadata.name}: the event's copy cannot be pinned`,
+    );
+  return ops;
+}
 
 export interface ProtectionReport {
   /** "claim <namespace>/<name>", "volume <name>" or "pod <namespace>/<name>". */
@@ -44,15 +64,20 @@ interface ClaimSyncHints {
   copy?: PersistentVolumeClaim;
   /** performance.now() once `copy` was in hand: a live pod list must start after it. */
   copiedAt?: number;
+  /** `copy` came from the event, not from a list of ours: a hint whose writes must be tested patches. */
+  fromEvent?: boolean;
   /** Pods at hand: a reason to keep the finalizer, never to remove it. */
   cachedPods?: readonly Pod[];
 }
 
 type ProtectionKey =
   | ({ kind: "claim"; namespace: string; name: string } & ClaimSyncHints)
-  | { kind: "volume"; name: string; copy?: PersistentVolume };
+  | { kind: "volume"; name: string; copy?: PersistentVolume; fromEvent?: boolean };
 
-type ProtectionState = { kind: "claim"; input: ClaimInput } | { kind: "volume"; volume: PersistentVolume };
+/** `basis`: the event's copy the state was taken from, instead of a read (its writes are then tested patches). */
+type ProtectionState =
+  | { kind: "claim"; input: ClaimInput; basis?: PersistentVolumeClaim }
+  | { kind: "volume"; volume: PersistentVolume; basis?: PersistentVolume };
 
 function keyId(key: ProtectionKey): string {
   return key.kind === "claim" ? `claim ${key.namespace}/${key.name}` : `volume ${key.name}`;
@@ -90,13 +115,30 @@ function protectionSpec(
 
   const executors: Executors<ProtectionStep, ProtectionKey> = {
     async "write-claim"(step) {
-      await kube.replace(persistentVolumeClaims, step.claim);
+      const { name, namespace } = step.claim.metadata;
+      if (step.basis) {
+        // An event's copy is a hint, not the truth: the patch applies only where the stored claim agrees.
+        const pinned = step.change === "removed" ? ["/metadata/deletionTimestamp"] : [];
+        const finalizers = step.claim.metadata.finalizers ?? [];
+        await testedPatch(
+          kube,
+          persistentVolumeClaims,
+          name,
+          namespace,
+          pinnedOps(step.basis, finalizers, pinned),
+        );
+      } else await kube.replace(persistentVolumeClaims, step.claim);
       const counter = step.change === "added" ? metrics.finalizersAdded : metrics.finalizersRemoved;
       counter.inc({ kind: "PersistentVolumeClaim" });
       return 1;
     },
     async "write-volume"(step) {
-      await kube.replace(persistentVolumes, step.volume);
+      if (step.basis) {
+        const pinned = step.change === "removed" ? ["/metadata/deletionTimestamp", "/status/phase"] : [];
+        const finalizers = step.volume.metadata.finalizers ?? [];
+        const ops = pinnedOps(step.basis, finalizers, pinned);
+        await testedPatch(kube, persistentVolumes, step.volume.metadata.name, undefined, ops);
+      } else await kube.replace(persistentVolumes, step.volume);
       const counter = step.change === "added" ? metrics.finalizersAdded : metrics.finalizersRemoved;
       counter.inc({ kind: "PersistentVolume" });
       return 1;
@@ -127,7 +169,7 @@ function protectionSpec(
               kind: "claim",
               namespace,
               name: e.name,
-              ...(own ? { copy, copiedAt: performance.now() } : {}),
+              ...(own ? { copy, copiedAt: performance.now(), fromEvent: true } : {}),
             },
           ];
         }
@@ -136,7 +178,13 @@ function protectionSpec(
           const copy = volumeFromEvent(e.object);
           if (copy && volumeNeedsNoSync(copy))
             return answer(`volume ${e.name}`, "protected (the event's copy)");
-          return [{ kind: "volume", name: e.name, ...(copy?.metadata.name === e.name ? { copy } : {}) }];
+          return [
+            {
+              kind: "volume",
+              name: e.name,
+              ...(copy?.metadata.name === e.name ? { copy, fromEvent: true } : {}),
+            },
+          ];
         }
         case "Pod":
           return podKeys(e, namespaceOf(e));
@@ -148,10 +196,9 @@ function protectionSpec(
       // A retry reads afresh: the copy and the pass's lists lost the race that brought us here.
       const first = attempt === 1;
       if (key.kind === "volume") {
-        const volume =
-          first && key.copy
-            ? key.copy
-            : await getOptional(() => kube.get<PersistentVolume>(persistentVolumes, key.name));
+        if (first && key.copy)
+          return { kind: "volume", volume: key.copy, ...(key.fromEvent ? { basis: key.copy } : {}) };
+        const volume = await getOptional(() => kube.get<PersistentVolume>(persistentVolumes, key.name));
         return volume ? { kind: "volume", volume } : undefined;
       }
       const fromCopy = first && key.copy !== undefined && key.copiedAt !== undefined;
@@ -163,15 +210,30 @@ function protectionSpec(
           );
       if (!claim) return undefined;
       const cachedPods = key.cachedPods ?? [];
+      const basis = fromCopy && key.fromEvent ? { basis: claim } : {};
       // The decision says whether the pods at hand settle it; only then is the namespace listed.
       const asked = decideClaim({ claim, cachedPods });
-      if (asked.op !== "list-pods") return { kind: "claim", input: { claim, cachedPods } };
+      if (asked.op !== "list-pods") return { kind: "claim", input: { claim, cachedPods }, ...basis };
       const listed = await livePods.podsIn(asked.namespace, copiedAt);
-      return { kind: "claim", input: { claim, cachedPods, livePods: listed } };
+      return { kind: "claim", input: { claim, cachedPods, livePods: listed }, ...basis };
     },
     absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),
-    decide: (state) =>
-      state.kind === "claim" ? claimPlan(decideClaim(state.input)) : volumePlan(decideVolume(state.volume)),
+    decide: (state) => {
+      const plan =
+        state.kind === "claim" ? claimPlan(decideClaim(state.input)) : volumePlan(decideVolume(state.volume));
+      if (!state.basis) return plan;
+      const basis = state.basis;
+      return {
+        ...plan,
+        steps: plan.steps.map((step) =>
+          step.op === "write-claim" && state.kind === "claim"
+            ? { ...step, basis: basis as PersistentVolumeClaim }
+            : step.op === "write-volume" && state.kind === "volume"
+              ? { ...step, basis: basis as PersistentVolume }
+              : step,
+        ),
+      };
+    },
     executors,
     report: (r) => ({ object: r.id, outcome: r.outcome, writes: r.writes }),
     async resyncKeys() {

@@ -9,9 +9,18 @@ import type { VolumeStep } from "../decide-volume.ts";
 import type { ProtectedKind } from "./protection-metrics.ts";
 
 export type ProtectionStep =
-  /** The whole object written back, conditional on the resourceVersion read. */
-  | { op: "write-claim"; claim: PersistentVolumeClaim; change: "added" | "removed" }
-  | { op: "write-volume"; volume: PersistentVolume; change: "added" | "removed" }
+  /**
+   * The whole object written back, conditional on the resourceVersion read;
+   * or, decided on `basis` (an event's copy), only its finalizers, by a patch
+   * whose tests pin everything the decision read (shared/kube/tested-patch.ts).
+   */
+  | {
+      op: "write-claim";
+      claim: PersistentVolumeClaim;
+      change: "added" | "removed";
+      basis?: PersistentVolumeClaim;
+    }
+  | { op: "write-volume"; volume: PersistentVolume; change: "added" | "removed"; basis?: PersistentVolume }
   /** A deletion kept waiting because the object is in use (counted, nothing written). */
   | { op: "held"; kind: ProtectedKind };
 
