@@ -54,6 +54,7 @@ const GENERIC_HELPERS = new Set([
   "shared/kube/optimistic-update.ts",
   // lazyWatchedStore passes its caller's options on to startWatchedStore.
   "shared/kube/watched-store.ts",
+  "shared/kube/tested-patch.ts",
 ]);
 
 const DESCRIPTORS: ReadonlyMap<string, ResourceDescriptor> = new Map(
@@ -231,6 +232,8 @@ function resourceOf(r: ResourceDescriptor, status: boolean): Pick<Permission, "g
 const CLIENT_CALL =
   /\b(?:kube|client)\s*\.\s*(get|list|create|replace|patch|delete)\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
 const UPDATE_OBJECT = /\bupdateObject\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
+// `testedPatch(kube, <descriptor>, …)`: one PATCH of the main resource.
+const TESTED_PATCH = /\btestedPatch\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
 // `startWatchedStore<T>({ …, resource: persistentVolumes, … })` or `lazyWatchedStore<T>({ … })`:
 // a list, then a watch.
 const WATCHED_STORE = /\b(?:start|lazy)WatchedStore\s*(?:<(?:[^<>]|<[^<>]*>)*>)?\s*\(/g;
@@ -279,6 +282,18 @@ function scanUnits(units: readonly Unit[]): ScanResult {
         continue;
       }
       for (const verb of ["list", "watch"]) calls.push({ ...resourceOf(r, false), verb, file, line });
+    }
+    for (const m of text.matchAll(TESTED_PATCH)) {
+      const before = text.slice(Math.max(0, (m.index ?? 0) - 20), m.index);
+      if (/\bfunction\s*$/.test(before)) continue; // the declaration itself
+      const args = argumentsAt(text, (m.index ?? 0) + m[0].length - 1);
+      const line = lineAt(m.index ?? 0);
+      const r = DESCRIPTORS.get(SECOND_IDENTIFIER.exec(args)?.[1] ?? "");
+      if (r === undefined) {
+        if (!GENERIC_HELPERS.has(file)) unresolved.push({ file, line, text: m[0] + args.slice(0, 80) });
+        continue;
+      }
+      calls.push({ ...resourceOf(r, false), verb: "patch", file, line });
     }
     for (const m of text.matchAll(UPDATE_OBJECT)) {
       const before = text.slice(Math.max(0, (m.index ?? 0) - 20), m.index);
