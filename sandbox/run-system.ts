@@ -41,6 +41,8 @@ async function main(): Promise<void> {
     logLevel: process.env.LOG_LEVEL ?? "warn",
     progress: (what, detail) => say(`  ${what.padEnd(14)} ${detail}`),
     onFunctionExit: (name, code) => {
+      // Ctrl-C reaches the whole process group: functions exit on it while we stop them.
+      if (stopping) return;
       process.stderr.write(`function ${name} exited unexpectedly (${code}); stopping\n`);
       void stop(1);
     },
