@@ -13,7 +13,7 @@ import type {
 } from "../kube/types.ts";
 import type { Operation } from "./backoff.ts";
 import type { AttachHandler } from "./handler.ts";
-import type { JsonPatchOp, MergePatch } from "./patches.ts";
+import type { JsonPatchOp, MergePatch, StrategicPatch } from "./patches.ts";
 
 /**
  * What is synced: a VolumeAttachment (forced: past "already attached", upstream forceSync;
@@ -101,7 +101,7 @@ export type AttachmentRead =
 /** `resume`: the state the next round starts from when the step succeeds. */
 export type AttacherStep =
   | { op: "add-volume-finalizer"; name: string; patch: JsonPatchOp[]; resume: AttachmentState }
-  | { op: "prepare-attachment"; name: string; patch: MergePatch; resume: AttachmentState }
+  | { op: "prepare-attachment"; name: string; patch: StrategicPatch; resume: AttachmentState }
   | {
       op: "publish";
       request: ControllerPublishVolumeRequest;

@@ -1,9 +1,11 @@
 // The metadata writes of the attacher, as patches that are conditional on the
-// resourceVersion that was read (DESIGN invariant 2): merge patches carrying
+// resourceVersion that was read (DESIGN invariant 2): patches carrying
 // metadata.resourceVersion for the VolumeAttachment, JSON Patches with a
 // `test` op for the PV. Upstream sends unconditional merge patches of the
 // whole finalizer list, which can drop a finalizer another controller added
-// in between; these cannot.
+// in between; these cannot. Our VA finalizer goes on by a strategic merge
+// patch, which adds to the stored list: the VA it is decided on may be an
+// event's copy, and a copy whose list is wrong must not replace the stored one.
 import type { PersistentVolume, VolumeAttachment } from "../kube/types.ts";
 import { backoffKeysOn } from "./backoff.ts";
 import { annNodeId } from "./constants.ts";
@@ -27,6 +29,15 @@ function resourceVersionOf(o: { metadata: { name: string; resourceVersion?: stri
   return rv;
 }
 
+/** A strategic merge patch: its metadata.finalizers are added to the stored ones (a set), never replace them. */
+export interface StrategicPatch {
+  metadata: {
+    resourceVersion: string;
+    finalizers?: string[];
+    annotations?: Record<string, string>;
+  };
+}
+
 /**
  * Before ControllerPublish (upstream prepareVAFinalizer + prepareVANodeID):
  * our finalizer, so the VA cannot go before it is detached, and the node id,
@@ -36,7 +47,7 @@ export function prepareAttachmentPatch(
   va: VolumeAttachment,
   finalizer: string,
   nodeId: string,
-): MergePatch | undefined {
+): StrategicPatch | undefined {
   const finalizers = va.metadata.finalizers ?? [];
   const needsFinalizer = !finalizers.includes(finalizer);
   const needsNodeId = va.metadata.annotations?.[annNodeId] !== nodeId;
@@ -44,7 +55,7 @@ export function prepareAttachmentPatch(
   return {
     metadata: {
       resourceVersion: resourceVersionOf(va),
-      ...(needsFinalizer ? { finalizers: [...finalizers, finalizer] } : {}),
+      ...(needsFinalizer ? { finalizers: [finalizer] } : {}),
       ...(needsNodeId ? { annotations: { [annNodeId]: nodeId } } : {}),
     },
   };

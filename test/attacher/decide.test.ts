@@ -629,9 +629,9 @@ describe("PV finalizer removal", () => {
 });
 
 describe("patches", () => {
-  it("one merge patch adds the VA finalizer and the node id, conditional on resourceVersion", () => {
+  it("one strategic merge patch adds the VA finalizer (to the stored list, whatever the copy says) and the node id, conditional on resourceVersion", () => {
     assert.deepEqual(prepareAttachmentPatch(va({ finalizers: ["a"] }), finalizer, "id-1"), {
-      metadata: { resourceVersion: "7", finalizers: ["a", finalizer], annotations: { [annNodeId]: "id-1" } },
+      metadata: { resourceVersion: "7", finalizers: [finalizer], annotations: { [annNodeId]: "id-1" } },
     });
     assert.deepEqual(prepareAttachmentPatch(va({ finalizers: [finalizer] }), finalizer, "id-1"), {
       metadata: { resourceVersion: "7", annotations: { [annNodeId]: "id-1" } },

@@ -184,6 +184,27 @@ describe("the attach path reads nothing the event and the copies already hold", 
     assert.equal(va.metadata.annotations?.[annNodeId], node);
   });
 
+  it("a copy that lacks another controller's finalizer (garbled or forged, at the stored revision): the finalizer stays", async () => {
+    await volume("pv-g");
+    await createAttachment("va-g", "pv-g");
+    const keep = "example.com/keep";
+    const stored = await kube.patch<VolumeAttachment>(
+      volumeAttachments,
+      "va-g",
+      undefined,
+      { metadata: { finalizers: [keep] } },
+      "merge",
+    );
+    const { finalizers: _dropped, ...metadata } = stored.metadata;
+    const forged = { ...stored, metadata };
+
+    const [attached] = await attacher.handleEvent(vaEvent("va-g", forged));
+    assert.equal(attached?.outcome, `attached to node ${node}`);
+    const va = await kube.get<VolumeAttachment>(volumeAttachments, "va-g");
+    assert.equal(va.status?.attached, true);
+    assert.deepEqual([...(va.metadata.finalizers ?? [])].sort(), [keep, finalizer].sort());
+  });
+
   it("a copy of a VA deleted since: nothing is published, the retry finds it gone", async () => {
     await volume("pv-c");
     const stale = await createAttachment("va-c", "pv-c");

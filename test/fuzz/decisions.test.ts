@@ -9,6 +9,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import jsonpatch from "fast-json-patch";
+import type { JsonObject } from "../../sandbox/apiserver/patch-values.ts";
+import { applyStrategicMergePatch } from "../../sandbox/apiserver/strategic-merge.ts";
 import {
   annAttachReported,
   annDetachRequestedAt,
@@ -39,6 +41,7 @@ import {
   prepareAttachmentPatch,
   releaseAttachmentPatch,
   removeVolumeFinalizerPatch,
+  type StrategicPatch,
 } from "../../shared/attacher/patches.ts";
 import { findAttachmentMismatches } from "../../shared/attacher/reconcile.ts";
 import { TrivialHandler } from "../../shared/attacher/trivial-handler.ts";
@@ -1244,6 +1247,23 @@ function applyMerge(va: VolumeAttachment, patch: MergePatch): VolumeAttachment {
   };
 }
 
+function applyStrategic(va: VolumeAttachment, patch: StrategicPatch): VolumeAttachment {
+  assert.equal(
+    patch.metadata.resourceVersion,
+    va.metadata.resourceVersion,
+    "patch not conditional on what was read",
+  );
+  const out = applyStrategicMergePatch(
+    va as unknown as JsonObject,
+    patch,
+    "volumeattachments",
+  ) as unknown as VolumeAttachment;
+  return {
+    ...out,
+    metadata: { ...out.metadata, resourceVersion: String(Number(va.metadata.resourceVersion) + 1) },
+  };
+}
+
 function applyJson<T extends object>(o: T, ops: jsonpatch.Operation[]): T {
   const out = jsonpatch.applyPatch(structuredClone(o), ops, true, false).newDocument;
   return out;
@@ -1258,7 +1278,7 @@ function applyAttachmentDecision(
   switch (d.action) {
     case "attach": {
       const patch = prepareAttachmentPatch(va, h.finalizer ?? "", "node-1-id");
-      const prepared = patch ? applyMerge(va, patch) : va;
+      const prepared = patch ? applyStrategic(va, patch) : va;
       return withoutBackoff({
         ...prepared,
         status: attachedStatus(prepared.status, { devicePath: "/dev/y" }),
@@ -1379,7 +1399,7 @@ describe("attacher decisions", () => {
       fc.property(vaArb, volumeArb, fc.constantFrom("node-1-id", "node-2-id"), (va, pv, nodeId) => {
         const prepare = prepareAttachmentPatch(va, finalizer, nodeId);
         if (prepare) {
-          const next = applyMerge(va, prepare);
+          const next = applyStrategic(va, prepare);
           assert.equal(prepareAttachmentPatch(next, finalizer, nodeId), undefined);
           assert.deepEqual(
             (next.metadata.finalizers ?? []).filter((f) => f !== finalizer),

@@ -88,7 +88,7 @@ export function attacherExecutors(
             step.name,
             undefined,
             patch,
-            "merge",
+            "strategic",
           );
           // The stored VA, as the write returned it: what is published follows its spec, never a copy's.
           if (!isDeepStrictEqual(va.spec, step.resume.va.spec))
