@@ -1,5 +1,6 @@
 // Fault injection for tests and chaos runs: conflicts on writes, server
-// errors, and latency, optionally limited to some verbs and resources.
+// errors, RBAC refusals (403) and latency, optionally limited to some verbs
+// and resources.
 import { seededRandom } from "../seeded-random.ts";
 import { ApiError } from "./status.ts";
 
@@ -17,8 +18,8 @@ export interface FaultSettings {
   seed?: number;
 }
 
-export type InjectedErrorCode = 429 | 500 | 502 | 503 | 504;
-const injectableCodes: readonly number[] = [429, 500, 502, 503, 504];
+export type InjectedErrorCode = 403 | 429 | 500 | 502 | 503 | 504;
+const injectableCodes: readonly number[] = [403, 429, 500, 502, 503, 504];
 
 const conflictVerbs = new Set(["update", "patch", "delete"]);
 
@@ -87,7 +88,7 @@ export class FaultInjector {
     if (!this.applies(verb, resource)) return undefined;
     const s = this.settings;
     if (s.errorProbability && this.random() < s.errorProbability) {
-      return injectedError(s.errorCode ?? 503);
+      return injectedError(s.errorCode ?? 503, verb, resource, name);
     }
     if (s.conflictProbability && conflictVerbs.has(verb) && this.random() < s.conflictProbability) {
       return new ApiError(
@@ -101,8 +102,16 @@ export class FaultInjector {
   }
 }
 
-function injectedError(code: InjectedErrorCode): ApiError {
+function injectedError(code: InjectedErrorCode, verb: string, resource: string, name: string): ApiError {
   switch (code) {
+    case 403:
+      // As RBAC refuses a service account without the verb on the resource.
+      return new ApiError(
+        403,
+        "Forbidden",
+        `${resource} "${name}" is forbidden: User "system:serviceaccount:sandbox:function" cannot ${verb} resource "${resource}" in API group "" (injected fault)`,
+        { name, kind: resource },
+      );
     case 429:
       return new ApiError(
         429,

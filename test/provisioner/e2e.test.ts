@@ -197,6 +197,52 @@ describe("provisioning over the sandbox", () => {
     assert.deepEqual(await sandbox.csi.volumes(), [], "the volume nothing records was deleted again");
   });
 
+  it("a provisioner Secret our RBAC may not read: ProvisioningFailed with the API's reason, no volume; provisioned once it may", async () => {
+    await sandbox.admin.seed([
+      {
+        ...storageClass("secretive", "Delete"),
+        parameters: {
+          "csi.storage.k8s.io/provisioner-secret-name": "creds",
+          "csi.storage.k8s.io/provisioner-secret-namespace": "default",
+        },
+      },
+      {
+        apiVersion: "v1",
+        kind: "Secret",
+        metadata: { name: "creds", namespace: "default" },
+        data: { token: Buffer.from("t").toString("base64") },
+      },
+    ]);
+    await sandbox.admin.setFaults({
+      errorProbability: 1,
+      errorCode: 403,
+      verbs: ["get"],
+      resources: ["secrets"],
+    });
+    await system.kube.create(persistentVolumeClaims, claim("locked", "secretive"));
+    await system.settle();
+    assert.equal((await getClaim("locked"))?.status?.phase, "Pending");
+    assert.deepEqual(await sandbox.csi.volumes(), [], "no CreateVolume without the Secret");
+    const failed = (await system.kube.list<KubeEvent>(events, { namespace: "default" })).items.filter(
+      (e) => e.reason === "ProvisioningFailed",
+    );
+    assert.ok(failed.length > 0, "a ProvisioningFailed Event");
+    assert.equal(failed[0]?.type, "Warning");
+    assert.match(
+      failed[0]?.message ?? "",
+      /error getting secret creds in namespace default: secrets "creds" is forbidden/,
+    );
+
+    await sandbox.admin.setFaults({});
+    // The failure's backoff (upstream's, from 1 s) is waited out, as the next resync would.
+    for (let i = 0; i < 40 && (await getClaim("locked"))?.status?.phase !== "Bound"; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      await system.settle();
+    }
+    assert.equal((await getClaim("locked"))?.status?.phase, "Bound");
+    assert.equal((await sandbox.csi.volumes()).length, 1);
+  });
+
   it("Retain keeps both the PV (Released) and the backing volume", async () => {
     await system.kube.create(persistentVolumeClaims, claim("precious", "keep"));
     await system.settle();
