@@ -138,8 +138,15 @@ export class SandboxKubelet {
   private stages = false;
   private expands = false;
   private stopping = false;
-  /** unique volume name → staging path: volumes staged on this node. */
-  private readonly staged = new Map<string, { path: string; volume: CsiVolumeToMount }>();
+  /**
+   * unique volume name → staging path: volumes staged on this node. `uncertain`: NodeStageVolume
+   * failed without saying it did nothing (upstream's uncertain device mount): the volume stays in
+   * use, a pod that stays stages it again, and it is unstaged once no pod wants it.
+   */
+  private readonly staged = new Map<
+    string,
+    { path: string; volume: CsiVolumeToMount; uncertain?: boolean }
+  >();
   /** pod uid → unique volume name → mount. */
   private readonly mounted = new Map<string, Map<string, Mount>>();
   /** pod uid → the volumes it ever had mounted here, so its deletion waits for their teardown. */
@@ -459,11 +466,15 @@ export class SandboxKubelet {
       volumeCapability: volume.capability,
       volumeContext: volume.volumeContext,
     };
-    if (this.stages && !this.staged.has(unique)) {
+    if (this.stages && (this.staged.get(unique)?.uncertain ?? true)) {
+      const warnStage = this.volumeWarning(pod, "FailedMount", "MountVolume.MountDevice", volume.pvName);
       const stagedNow = await this.attempt(
         key,
         () => this.csi!.nodeStageVolume({ ...request, stagingTargetPath: staging }),
-        this.volumeWarning(pod, "FailedMount", "MountVolume.MountDevice", volume.pvName),
+        async (err) => {
+          if (!isFinalCsiError(err)) this.staged.set(unique, { path: staging, volume, uncertain: true });
+          await warnStage(err);
+        },
       );
       if (!stagedNow) return false;
       this.staged.set(unique, { path: staging, volume });

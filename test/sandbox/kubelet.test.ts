@@ -347,6 +347,35 @@ describe("sandbox kubelet", () => {
     assert.deepEqual(backing(handle).staged, []);
   });
 
+  it("unstages a stage whose answer was lost (DEADLINE_EXCEEDED after the work) when the pod goes, and keeps the volume in use until then", async () => {
+    // Upstream's uncertain device mount: the kubelet cannot tell whether the volume is staged, so it unstages it.
+    const { handle, pv } = await boundClaim("data-8");
+    sandbox.csi.driver.setFaults({
+      methods: ["NodeStageVolume"],
+      errorProbability: 1,
+      errorCodes: ["DEADLINE_EXCEEDED"],
+      afterProbability: 1,
+    });
+    try {
+      await createPod("app-8", "data-8");
+      await attach(handle, pv);
+      await eventually("staged on the driver despite the error", async () =>
+        backing(handle).staged.length > 0 ? true : undefined,
+      );
+      assert.equal((await getPod("app-8"))?.status?.phase, "Pending");
+      const status = (await kube.get<Node>(nodes, node)).status;
+      assert.ok(
+        (status?.volumesInUse ?? []).some((v) => v.endsWith(handle)),
+        "an uncertain stage keeps the volume in use: no detach under it",
+      );
+      await kube.delete(pods, "app-8", "default");
+      await eventually("pod gone", async () => ((await getPod("app-8")) === undefined ? true : undefined));
+    } finally {
+      sandbox.csi.driver.clearFaults();
+    }
+    assert.deepEqual(backing(handle).staged, []);
+  });
+
   it("publishes again a mount left uncertain by a lost answer, and runs the pod", async () => {
     const { handle, pv } = await boundClaim("data-7");
     sandbox.csi.driver.setFaults({
