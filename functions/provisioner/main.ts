@@ -120,7 +120,13 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   const app = createProvisionerApp({
     controller: capacity
       ? combineControllers(controller, {
-          capacity: new CapacityController({ kube, csi, driverName, ...capacity }),
+          capacity: new CapacityController({
+            kube,
+            csi,
+            driverName,
+            ...capacity,
+            ...(topology ? { topology: topology.get } : {}),
+          }),
         })
       : controller,
     csi,

@@ -40,6 +40,7 @@ import {
   classAttributes,
   modifyVolumeCapabilityError,
 } from "../volume-attributes-class.ts";
+import { nodesAndCsiNodes } from "./topology-copies.ts";
 
 /**
  * Watched copies of every Node and CSINode, the way upstream reads them from
@@ -52,30 +53,6 @@ import {
 export interface NodeTopologyCopies {
   nodes: Pick<WatchedStore<Node>, "store" | "synced" | "whenSynced">;
   csiNodes: Pick<WatchedStore<CSINode>, "store" | "synced" | "whenSynced">;
-}
-
-/** How long after the copies started a claim still waits for their first lists rather than listing itself. */
-const FIRST_SYNC_WINDOW_MS = 2000;
-
-async function listNodesAndCsiNodes(
-  kube: KubeJsonClient,
-  copies: NodeTopologyCopies | undefined,
-): Promise<[readonly Node[], readonly CSINode[]]> {
-  if (copies) {
-    await Promise.all([
-      copies.nodes.whenSynced(FIRST_SYNC_WINDOW_MS),
-      copies.csiNodes.whenSynced(FIRST_SYNC_WINDOW_MS),
-    ]);
-    // Observed: both copies synced, asked in the turn that reads them (a copy dropped meanwhile
-    // is empty, which is not "no nodes"): read them.
-    if (copies.nodes.synced && copies.csiNodes.synced)
-      return [copies.nodes.store.items(), copies.csiNodes.store.items()];
-  }
-  // No copies, or not synced in time, or dropped to spare the heap: list both.
-  return Promise.all([
-    kube.list<Node>(nodes).then((l) => l.items),
-    kube.list<CSINode>(csiNodes).then((l) => l.items),
-  ]);
 }
 
 async function loadAccessibility(
@@ -93,7 +70,7 @@ async function loadAccessibility(
   const [node, csiNode, [allNodes, allCsiNodes]] = await Promise.all([
     selected ? getOptional(() => kube.get<Node>(nodes, selected)) : Promise.resolve(undefined),
     selected ? getOptional(() => kube.get<CSINode>(csiNodes, selected)) : Promise.resolve(undefined),
-    needAll ? listNodesAndCsiNodes(kube, copies) : Promise.resolve<[Node[], CSINode[]]>([[], []]),
+    needAll ? nodesAndCsiNodes(kube, copies) : Promise.resolve<[Node[], CSINode[]]>([[], []]),
   ]);
   return accessibilityRequirements({
     driverName,

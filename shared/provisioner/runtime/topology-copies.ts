@@ -84,3 +84,28 @@ export function lazyTopologyCopies(options: TopologyCopiesOptions): {
     },
   };
 }
+
+/** How long after the copies started a sync still waits for their first lists rather than listing itself. */
+const FIRST_SYNC_WINDOW_MS = 2000;
+
+/** Every Node and CSINode: from the copies once both are synced, else listed. */
+export async function nodesAndCsiNodes(
+  kube: KubeJsonClient,
+  copies: NodeTopologyCopies | undefined,
+): Promise<[readonly Node[], readonly CSINode[]]> {
+  if (copies) {
+    await Promise.all([
+      copies.nodes.whenSynced(FIRST_SYNC_WINDOW_MS),
+      copies.csiNodes.whenSynced(FIRST_SYNC_WINDOW_MS),
+    ]);
+    // Observed: both copies synced, asked in the turn that reads them (a copy dropped meanwhile
+    // is empty, which is not "no nodes"): read them.
+    if (copies.nodes.synced && copies.csiNodes.synced)
+      return [copies.nodes.store.items(), copies.csiNodes.store.items()];
+  }
+  // No copies, or not synced in time, or dropped to spare the heap: list both.
+  return Promise.all([
+    kube.list<Node>(nodes).then((l) => l.items),
+    kube.list<CSINode>(csiNodes).then((l) => l.items),
+  ]);
+}

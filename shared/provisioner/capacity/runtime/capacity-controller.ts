@@ -12,8 +12,10 @@ import type { CsiClient } from "../../../csi/client.ts";
 import type { ControllerEvent } from "../../../http/controller-function.ts";
 import { getOptional } from "../../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../../kube/json-client.ts";
-import { csiNodes, csiStorageCapacities, nodes, storageClasses } from "../../../kube/resources.ts";
-import type { CSINode, CSIStorageCapacity, Node, StorageClass } from "../../../kube/types.ts";
+import { csiStorageCapacities, storageClasses } from "../../../kube/resources.ts";
+import type { CSIStorageCapacity, StorageClass } from "../../../kube/types.ts";
+import type { NodeTopologyCopies } from "../../runtime/load-request.ts";
+import { nodesAndCsiNodes } from "../../runtime/topology-copies.ts";
 import { driverNameLabel, managedByCentral, managedByLabel } from "../constants.ts";
 import {
   type CapacityAnswer,
@@ -37,12 +39,21 @@ export interface CapacityReport {
 export interface CapacityControllerOptions extends CapacityOptions {
   kube: KubeJsonClient;
   csi: CsiClient;
+  /**
+   * The provisioner's watched copies of every Node and CSINode: a class sync reads the segments
+   * from them instead of listing both, once per class. None: list.
+   */
+  topology?: () => NodeTopologyCopies;
   metrics?: CapacityMetrics;
   /** Classes a resync refreshes at once. Default 1 (upstream's --capacity-threads). */
   resyncConcurrency?: number;
 }
 
-type CapacityKey = { kind: "class"; name: string } | { kind: "sweep" };
+/** `live`: the copies had not caught up with the Node or CSINode event that asked for the sync. */
+type CapacityKey = { kind: "class"; name: string; live?: boolean } | { kind: "sweep" };
+
+/** How long a Node or CSINode event waits for the copy to reach it before its syncs list instead. */
+const COPY_CATCH_UP_MS = 250;
 
 type CapacityState =
   | { kind: "class"; state: ClassCapacityState }
@@ -75,9 +86,20 @@ function capacitySpec(
       })
     ).items;
 
-  async function trackedClassKeys(): Promise<CapacityKey[]> {
+  async function trackedClassKeys(live = false): Promise<CapacityKey[]> {
     const classes = (await kube.list<StorageClass>(storageClasses)).items;
-    return classes.filter((c) => classIsTracked(c, o)).map((c) => ({ kind: "class", name: c.metadata.name }));
+    return classes
+      .filter((c) => classIsTracked(c, o))
+      .map((c) => ({ kind: "class", name: c.metadata.name, ...(live ? { live } : {}) }));
+  }
+
+  /** Class keys for a Node or CSINode change, read from the copy only once it holds that change. */
+  async function keysForTopologyChange(which: "nodes" | "csiNodes", object: unknown): Promise<CapacityKey[]> {
+    const copies = o.topology?.();
+    if (!copies) return trackedClassKeys();
+    const rv = str(recordOf(recordOf(object)?.metadata)?.resourceVersion);
+    const reached = await copies[which].store.whenCovers(rv, COPY_CATCH_UP_MS);
+    return trackedClassKeys(!reached);
   }
 
   /** The gauges follow what each class sync reads (upstream: its informer). */
@@ -157,7 +179,7 @@ function capacitySpec(
             !Array.isArray(drivers) || drivers.some((d) => str(recordOf(d)?.name) === o.driverName);
           if (!listsUs && e.action !== "delete")
             return answer(`csinode ${e.name}`, "does not list the driver");
-          return trackedClassKeys();
+          return keysForTopologyChange("csiNodes", object);
         }
         case "v1/Node": {
           const labels = JSON.stringify(recordOf(recordOf(object?.metadata)?.labels) ?? {});
@@ -167,7 +189,7 @@ function capacitySpec(
           // A status write (heartbeats, volumesAttached) changes no segment; the resync catches what a new process missed.
           if (e.action === "update" && (before === undefined || before === labels))
             return answer(`node ${e.name}`, "labels unchanged");
-          return trackedClassKeys();
+          return keysForTopologyChange("nodes", object);
         }
         case "v1/PersistentVolume": {
           if (e.action === "update") return [];
@@ -212,10 +234,7 @@ function capacitySpec(
         existing,
       };
       if (!classIsTracked(cls, o)) return recorded({ kind: "class", state });
-      const [nodeList, csiNodeList] = await Promise.all([
-        kube.list<Node>(nodes).then((l) => l.items),
-        kube.list<CSINode>(csiNodes).then((l) => l.items),
-      ]);
+      const [nodeList, csiNodeList] = await nodesAndCsiNodes(kube, key.live ? undefined : o.topology?.());
       const segments = segmentsOf(o.driverName, csiNodeList, nodeList);
       const answers = new Map<string, CapacityAnswer>();
       await Promise.all(
