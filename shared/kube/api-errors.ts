@@ -87,13 +87,19 @@ export function isConflict(err: unknown): boolean {
   return reason === undefined || reason === "" || reason === "Conflict";
 }
 
+/** A 404 naming the namespace (details.kind "namespaces"): the write went to a namespace that does not exist. */
+export function isNamespaceNotFound(err: unknown): boolean {
+  return isNotFound(err) && apiStatusOf(err)?.details?.kind === "namespaces";
+}
+
 /**
  * A write lost to another writer: a stale resourceVersion (409 Conflict), or
  * the object deleted between the read and the write (404). Either way the
- * answer is to read again and decide on what is there now.
+ * answer is to read again and decide on what is there now. A missing
+ * namespace is no race: reading again would only find it missing again.
  */
 export function lostToConcurrentWriter(err: unknown): boolean {
-  return isConflict(err) || isNotFound(err);
+  return isConflict(err) || (isNotFound(err) && !isNamespaceNotFound(err));
 }
 
 export function isAlreadyExists(err: unknown): boolean {

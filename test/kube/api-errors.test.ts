@@ -5,8 +5,10 @@ import {
   apiStatusOf,
   isAlreadyExists,
   isConflict,
+  isNamespaceNotFound,
   isNotFound,
   isTransient,
+  lostToConcurrentWriter,
   networkErrorCodeOf,
   retryAfterSeconds,
   statusCodeOf,
@@ -204,4 +206,21 @@ test("classifies real client-node failures: HTTP Status answers, refused and res
   t.after(() => rude.close());
   const reset = await caught(rudePort);
   assert.equal(isTransient(reset), true, String(networkErrorCodeOf(reset)));
+});
+
+test("a 404 for a missing namespace is no lost race; a 404 for the object itself and a 409 Conflict are", () => {
+  const missingNamespace = apiError(
+    404,
+    JSON.stringify(status(404, "NotFound", { details: { name: "gone", kind: "namespaces" } })),
+  );
+  const objectGone = apiError(
+    404,
+    JSON.stringify(status(404, "NotFound", { details: { name: "pv-1", kind: "persistentvolumes" } })),
+  );
+  assert.equal(isNamespaceNotFound(missingNamespace), true);
+  assert.equal(lostToConcurrentWriter(missingNamespace), false);
+  assert.equal(isNamespaceNotFound(objectGone), false);
+  assert.equal(lostToConcurrentWriter(objectGone), true);
+  assert.equal(lostToConcurrentWriter(apiError(404, "")), true, "a bare 404 still counts as the object gone");
+  assert.equal(lostToConcurrentWriter(apiError(409, JSON.stringify(status(409, "Conflict")))), true);
 });

@@ -51,6 +51,22 @@ describe("capacity tracking on the provisioner's topology copies", () => {
     await sandbox.close();
   });
 
+  it("a NAMESPACE that does not exist fails the class sync at once with the API's reason, not after five 'lost races'", async () => {
+    await sandbox.admin.seed([lateBindingClass("gold")]);
+    const capacity = new CapacityController({
+      kube,
+      csi,
+      driverName,
+      namespace: "nowhere",
+      forImmediateBinding: false,
+      topology: copies.get,
+    });
+    await sandbox.admin.resetCounters();
+    await assert.rejects(capacity.syncClass("gold"), /namespaces "nowhere" not found/);
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["create csistoragecapacities"], 1, "one create tried, once");
+  });
+
   it("a resync of three classes lists no Node or CSINode; a new segment label reaches every class's objects", async () => {
     await sandbox.admin.seed(["gold", "silver", "bronze"].map(lateBindingClass));
     const capacity = new CapacityController({
