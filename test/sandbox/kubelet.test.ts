@@ -123,6 +123,16 @@ async function createPod(name: string, claim: string, nodeName = node): Promise<
 }
 
 /** What the attacher and the attach/detach controller would do for the volume on the node. */
+/** The driver does every `method` call's work, then answers `code`: the answer is lost. */
+function loseAnswers(method: string, code: "DEADLINE_EXCEEDED" | "UNAVAILABLE"): void {
+  sandbox.csi.driver.setFaults({
+    methods: [method],
+    errorProbability: 1,
+    errorCodes: [code],
+    afterProbability: 1,
+  });
+}
+
 async function attach(handle: string, pv: string, on = node): Promise<void> {
   await csi.call("Controller", "ControllerPublishVolume", {
     volume_id: handle,
@@ -325,12 +335,7 @@ describe("sandbox kubelet", () => {
   it("tears down a publish whose answer was lost (DEADLINE_EXCEEDED after the work) when the pod goes before a retry", async () => {
     // Found by the chaos run (issue 18): upstream marks such a mount uncertain and unmounts it on teardown.
     const { handle, pv } = await boundClaim("data-6");
-    sandbox.csi.driver.setFaults({
-      methods: ["NodePublishVolume"],
-      errorProbability: 1,
-      errorCodes: ["DEADLINE_EXCEEDED"],
-      afterProbability: 1,
-    });
+    loseAnswers("NodePublishVolume", "DEADLINE_EXCEEDED");
     try {
       await createPod("app-6", "data-6");
       await attach(handle, pv);
@@ -350,12 +355,7 @@ describe("sandbox kubelet", () => {
   it("unstages a stage whose answer was lost (DEADLINE_EXCEEDED after the work) when the pod goes, and keeps the volume in use until then", async () => {
     // Upstream's uncertain device mount: the kubelet cannot tell whether the volume is staged, so it unstages it.
     const { handle, pv } = await boundClaim("data-8");
-    sandbox.csi.driver.setFaults({
-      methods: ["NodeStageVolume"],
-      errorProbability: 1,
-      errorCodes: ["DEADLINE_EXCEEDED"],
-      afterProbability: 1,
-    });
+    loseAnswers("NodeStageVolume", "DEADLINE_EXCEEDED");
     try {
       await createPod("app-8", "data-8");
       await attach(handle, pv);
@@ -378,12 +378,7 @@ describe("sandbox kubelet", () => {
 
   it("publishes again a mount left uncertain by a lost answer, and runs the pod", async () => {
     const { handle, pv } = await boundClaim("data-7");
-    sandbox.csi.driver.setFaults({
-      methods: ["NodePublishVolume"],
-      errorProbability: 1,
-      errorCodes: ["UNAVAILABLE"],
-      afterProbability: 1,
-    });
+    loseAnswers("NodePublishVolume", "UNAVAILABLE");
     try {
       await createPod("app-7", "data-7");
       await attach(handle, pv);
