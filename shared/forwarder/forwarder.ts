@@ -34,7 +34,7 @@ export interface ForwarderOptions {
   maxQueue?: number;
   /** Sent as `Authorization: Bearer <token>` to every destination. */
   authToken?: string;
-  /** Per delivery attempt. Default 30 s. */
+  /** Per delivery attempt: to connect, for the answer's headers and for each pause in its body. Default 30 s. */
   requestTimeoutMs?: number;
   retry?: Partial<RetryOptions>;
   /** Restart backoff of a failed list/watch. Default 500 ms doubling to 30 s. */

@@ -3,6 +3,8 @@
 // on 400, a bounded number of 500s, and a destination that is down not
 // holding up another one.
 import assert from "node:assert/strict";
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { createKubeClients } from "../../shared/kube/client.ts";
 import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
@@ -105,6 +107,55 @@ test("a refused connection is retried until the receiver comes up", async () => 
   } finally {
     await forwarder.close();
     await receiver?.close();
+    await sandbox.admin.reset();
+  }
+});
+
+test("an answer slower than the request timeout is sent again; a 2xx whose body stalls is delivered and its connection let go", async () => {
+  // The first attempt of "slow" gets no headers for 5 s; "stalled" gets a 200 whose body never ends (the
+  // status is the receiver's answer, so that is a delivery, but the attempt must not hang on the body).
+  const firsts = new Set(["slow", "stalled"]);
+  const stalled: ServerResponse[] = [];
+  const attempts = new Map<string, number>();
+  const server = createServer((req, res) => {
+    const name = String(req.headers["ce-name"]);
+    attempts.set(name, (attempts.get(name) ?? 0) + 1);
+    req.resume();
+    req.on("end", () => {
+      if (!firsts.delete(name)) return void res.writeHead(200).end();
+      if (name === "stalled") {
+        res.writeHead(200, { "content-length": "100" });
+        res.write("{");
+        stalled.push(res);
+      } else setTimeout(() => res.writeHead(200).end(), 5_000).unref();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  const forwarder = startTestForwarder({
+    kubeConfig: sandbox.kubeConfig,
+    routes: claimRoute(url),
+    requestTimeoutMs: 300,
+  });
+  try {
+    await forwarder.ready;
+    const started = Date.now();
+    await kube.create(persistentVolumeClaims, pvc("slow"));
+    await kube.create(persistentVolumeClaims, pvc("stalled"));
+    await waitFor(() => forwarder.stats().destinations[0]?.delivered === 2, "both delivered", 4_000);
+    assert.ok(Date.now() - started < 4_000, "neither waited for the slow answer");
+    assert.equal(attempts.get("slow"), 2);
+    assert.equal(attempts.get("stalled"), 1);
+    assert.equal(stalled.length, 1);
+    await waitFor(
+      () => stalled[0]?.socket?.destroyed !== false,
+      "the stalled connection closed by the forwarder",
+      2_000,
+    );
+  } finally {
+    await forwarder.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
     await sandbox.admin.reset();
   }
 });
