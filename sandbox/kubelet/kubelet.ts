@@ -141,7 +141,8 @@ export class SandboxKubelet {
   /**
    * unique volume name → staging path: volumes staged on this node. `uncertain`: NodeStageVolume
    * failed without saying it did nothing (upstream's uncertain device mount): the volume stays in
-   * use, a pod that stays stages it again, and it is unstaged once no pod wants it.
+   * use, a pod that stays stages it again, and it is unstaged once no pod wants it, unless a
+   * later attempt ends in a final error, which says nothing is staged.
    */
   private readonly staged = new Map<
     string,
@@ -472,7 +473,9 @@ export class SandboxKubelet {
         key,
         () => this.csi!.nodeStageVolume({ ...request, stagingTargetPath: staging }),
         async (err) => {
+          // As upstream's markDeviceErrorState: after a final error an uncertain stage is forgotten, not unstaged.
           if (!isFinalCsiError(err)) this.staged.set(unique, { path: staging, volume, uncertain: true });
+          else this.staged.delete(unique);
           await warnStage(err);
         },
       );

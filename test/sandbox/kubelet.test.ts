@@ -376,6 +376,41 @@ describe("sandbox kubelet", () => {
     assert.deepEqual(backing(handle).staged, []);
   });
 
+  it("forgets an uncertain stage once the driver answers a final error, and does not unstage it when the pod goes", async () => {
+    // Upstream's markDeviceErrorState: a final error says nothing is staged, so the device is marked unmounted.
+    const { handle, pv } = await boundClaim("data-9");
+    loseAnswers("NodeStageVolume", "DEADLINE_EXCEEDED");
+    try {
+      await createPod("app-9", "data-9");
+      await attach(handle, pv);
+      await eventually("staged on the driver despite the error", async () =>
+        backing(handle).staged.length > 0 ? true : undefined,
+      );
+      sandbox.csi.driver.setFaults({
+        methods: ["NodeStageVolume"],
+        errorProbability: 1,
+        errorCodes: ["INTERNAL"],
+      });
+      await eventually("a final NodeStageVolume error", async () => {
+        const list = await kube.list<KubeEvent>(events, { namespace: "default" });
+        return list.items.find(
+          (e) => e.involvedObject.name === "app-9" && /injected fault INTERNAL/.test(e.message ?? ""),
+        );
+      });
+      await kube.delete(pods, "app-9", "default");
+      await eventually("pod gone", async () => ((await getPod("app-9")) === undefined ? true : undefined));
+    } finally {
+      sandbox.csi.driver.clearFaults();
+    }
+    const status = (await kube.get<Node>(nodes, node)).status;
+    assert.ok(!(status?.volumesInUse ?? []).some((v) => v.endsWith(handle)), "out of volumesInUse");
+    assert.ok(
+      !steps.some((s) => s.step === "unstaged" && s.volume.endsWith(handle)),
+      "no NodeUnstageVolume for a stage the driver said it did not make",
+    );
+    assert.equal(backing(handle).staged.length, 1, "the lost first answer's stage is still on the driver");
+  });
+
   it("publishes again a mount left uncertain by a lost answer, and runs the pod", async () => {
     const { handle, pv } = await boundClaim("data-7");
     loseAnswers("NodePublishVolume", "UNAVAILABLE");
