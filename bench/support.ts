@@ -11,6 +11,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { stop as stopEsbuild } from "esbuild";
 import { FUNCTION_PROCESS_ENV } from "../functions/node-options.ts";
+import { MUTATING_STORAGE_PLUGINS } from "../sandbox/apiserver/storage-admission.ts";
 import { type Sandbox, type SandboxOptions, startSandbox } from "../sandbox/start.ts";
 import { buildFunctions, SERVE_BUNDLE } from "../scripts/build-functions.ts";
 import { primeCodeCache } from "../scripts/prime-code-cache.ts";
@@ -286,7 +287,15 @@ export interface BenchSandbox {
  */
 export async function startBenchSandbox(options: Omit<SandboxOptions, "dir"> = {}): Promise<BenchSandbox> {
   const dir = await mkdtemp(join(tmpdir(), "ksf-bench-"));
-  const sandbox = await startSandbox({ scheduler: false, kubelets: false, podGc: false, ...options, dir });
+  // The benches run no protection controller.
+  const sandbox = await startSandbox({
+    scheduler: false,
+    kubelets: false,
+    podGc: false,
+    disableAdmissionPlugins: MUTATING_STORAGE_PLUGINS,
+    ...options,
+    dir,
+  });
   return {
     sandbox,
     dir,

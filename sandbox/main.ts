@@ -2,7 +2,11 @@
 // plugin per node, scheduler, a kubelet per node), until Ctrl-C. Prints one
 // JSON line on stdout when ready; logs and the kubelets' steps go to stderr.
 // SANDBOX_SCHEDULER=0 / SANDBOX_KUBELETS=0 leave those parts out.
+// It runs no kube-controller-manager: with kube-apiserver's default
+// StorageObjectInUseProtection, a deleted claim or PV waits for a protection
+// controller (ours: `npm start`) unless that plugin is disabled.
 import { resolve } from "node:path";
+import { STORAGE_ADMISSION_PLUGINS, type StorageAdmissionPlugin } from "./apiserver/storage-admission.ts";
 import type { KubeletStep } from "./kubelet/kubelet.ts";
 import { startSandbox } from "./start.ts";
 
@@ -41,7 +45,22 @@ function describeStep(s: KubeletStep): string {
   }
 }
 
+// kube-apiserver's --disable-admission-plugins, for its default storage plugins (none disabled by default).
+const disabledPlugins = (process.env.SANDBOX_DISABLE_ADMISSION_PLUGINS ?? "")
+  .split(",")
+  .map((p) => p.trim())
+  .filter((p) => p !== "");
+const unknownPlugin = disabledPlugins.find(
+  (p) => !(STORAGE_ADMISSION_PLUGINS as readonly string[]).includes(p),
+);
+if (unknownPlugin !== undefined) {
+  process.stderr.write(
+    `SANDBOX_DISABLE_ADMISSION_PLUGINS names ${JSON.stringify(unknownPlugin)}; known: ${STORAGE_ADMISSION_PLUGINS.join(", ")}\n`,
+  );
+  process.exit(2);
+}
 const sandbox = await startSandbox({
+  disableAdmissionPlugins: disabledPlugins as StorageAdmissionPlugin[],
   port,
   dir,
   nodes: nodeCount,

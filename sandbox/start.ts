@@ -9,6 +9,7 @@ import { KubeJsonClient } from "../shared/kube/json-client.ts";
 import { annControllerManagedAttachDetach } from "../shared/kube/well-known.ts";
 import { createLogger } from "../shared/log.ts";
 import { type ApiServerHandle, startApiServer } from "./apiserver/server.ts";
+import type { StorageAdmissionPlugin } from "./apiserver/storage-admission.ts";
 import { WatchCache } from "./cluster/watch-cache.ts";
 import { type CsiDriverHandle, type StartCsiDriverOptions, startCsiDriver } from "./csi/server.ts";
 import { writeSandboxKubeconfig } from "./kubeconfig.ts";
@@ -48,6 +49,8 @@ export interface SandboxOptions {
    * tracking runs, or WaitForFirstConsumer pods wait for objects nobody makes.
    */
   storageCapacity?: boolean;
+  /** Storage admission plugins the API server runs without, as kube-apiserver's --disable-admission-plugins. */
+  disableAdmissionPlugins?: readonly StorageAdmissionPlugin[];
 }
 
 export interface Sandbox {
@@ -66,7 +69,11 @@ export interface Sandbox {
 export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const dir = resolve(options.dir);
   const runKubelets = options.kubelets ?? true;
-  const apiServer = await startApiServer({ port: options.port ?? 0, gracefulPodDeletion: runKubelets });
+  const apiServer = await startApiServer({
+    port: options.port ?? 0,
+    gracefulPodDeletion: runKubelets,
+    ...(options.disableAdmissionPlugins ? { disableAdmissionPlugins: options.disableAdmissionPlugins } : {}),
+  });
   const kubeconfigPath = join(dir, "kubeconfig");
   await writeSandboxKubeconfig(kubeconfigPath, apiServer.url);
   const count = options.nodes ?? 2;

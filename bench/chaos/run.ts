@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import type { FaultSettings } from "../../sandbox/apiserver/faults.ts";
+import { MUTATING_STORAGE_PLUGINS } from "../../sandbox/apiserver/storage-admission.ts";
 import type { BackingVolume, DriverStats } from "../../sandbox/csi/driver.ts";
 import type { CsiFaultSettings } from "../../sandbox/csi/faults.ts";
 import { seededRandom } from "../../sandbox/seeded-random.ts";
@@ -387,7 +388,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
   };
   try {
-    const sandbox: Sandbox = await startSandbox({ dir });
+    // The fleet runs no protection controller.
+    const sandbox: Sandbox = await startSandbox({ dir, disableAdmissionPlugins: MUTATING_STORAGE_PLUGINS });
     cleanups.push(() => sandbox.close());
     const apiUrl = sandbox.apiServer.url;
     const driverName = sandbox.csi.driver.config.name;

@@ -1,7 +1,7 @@
 // Writes that go through admission webhooks: the registry's phases with the
 // webhook calls in between, in kube-apiserver's order.
 //
-//   create:  decode -> mutating webhooks -> name, validation, defaults -> validating webhooks -> store
+//   create:  decode -> built-in mutating plugins -> mutating webhooks -> name, validation, defaults -> validating webhooks -> store
 //   update:  old + body/patch -> mutating webhooks -> validation -> validating webhooks -> store
 //   delete:  preconditions -> mutating and validating webhooks (object null, oldObject the stored one) -> delete
 //
@@ -72,6 +72,7 @@ export class AdmittedWrites {
     const decoded = this.registry.prepareCreate(t, namespace, body);
     // Webhooks see the object with defaults, as they would after kube's decoding.
     applyDefaults(t.plural, decoded);
+    this.registry.admitCreate(t, decoded);
     const name = decoded.metadata.name ?? "";
     const ns = admissionNamespace(t, decoded.metadata.namespace, name);
     const common = {

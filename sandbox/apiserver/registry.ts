@@ -45,6 +45,11 @@ import {
   namespaceNotFound,
   notFound,
 } from "./status.ts";
+import {
+  admitStorageCreate,
+  STORAGE_ADMISSION_PLUGINS,
+  type StorageAdmissionPlugin,
+} from "./storage-admission.ts";
 import type { KubeObject, ObjectStore } from "./store.ts";
 import { validateCreate, validateName, validateUpdate } from "./validation.ts";
 
@@ -109,6 +114,8 @@ export class Registry {
    * worth it only where kubelets finish the deletion.
    */
   gracefulPodDeletion = false;
+  /** kube-apiserver's storage admission plugins in effect (all by default, as upstream). */
+  admissionPlugins: ReadonlySet<StorageAdmissionPlugin> = new Set(STORAGE_ADMISSION_PLUGINS);
 
   constructor(store: ObjectStore) {
     this.store = store;
@@ -193,7 +200,17 @@ export class Registry {
     body: unknown,
     options: WriteOptions = {},
   ): KubeObject {
-    return this.commitCreate(t, this.completeCreate(t, this.prepareCreate(t, namespace, body)), options);
+    const decoded = this.prepareCreate(t, namespace, body);
+    this.admitCreate(t, decoded);
+    return this.commitCreate(t, this.completeCreate(t, decoded), options);
+  }
+
+  /** kube-apiserver's built-in mutating admission of a decoded object (storage-admission.ts); before any webhook. */
+  admitCreate(t: ResourceType, o: KubeObject): void {
+    admitStorageCreate(t.plural, t.group, o, this.admissionPlugins, () => {
+      const classType = findResourceType("storage.k8s.io", "v1", "storageclasses");
+      return classType ? this.store.peekAll(classType, undefined) : [];
+    });
   }
 
   // The phases of a create, public so that admission (admitted-writes.ts) can
@@ -477,6 +494,7 @@ export class Registry {
 
   private checkBuiltInAdmission(t: ResourceType, next: KubeObject, old: KubeObject): void {
     if (t.group !== "" || t.plural !== "persistentvolumeclaims") return;
+    if (!this.admissionPlugins.has("PersistentVolumeClaimResize")) return;
     const refusal = claimResizeRefusal(next, old, (name) => {
       const classType = findResourceType("storage.k8s.io", "v1", "storageclasses");
       return classType ? this.store.peek(classType, undefined, name) : undefined;

@@ -12,6 +12,7 @@ import { bindPod } from "./pod-binding.ts";
 import { type ListResult, Registry } from "./registry.ts";
 import { apiVersionOf, findResourceType, type ResourceType } from "./resources.ts";
 import { ApiError, badRequest, gone, methodNotAllowed } from "./status.ts";
+import { STORAGE_ADMISSION_PLUGINS, type StorageAdmissionPlugin } from "./storage-admission.ts";
 import { type KubeObject, ObjectStore, type StoredChange, TooOldResourceVersionError } from "./store.ts";
 import { toTable, wantsTable } from "./tables.ts";
 import { TokenRegistry } from "./tokens.ts";
@@ -30,6 +31,8 @@ export interface ApiServerOptions {
    * Off by default: with no kubelet, such a pod would stay forever.
    */
   gracefulPodDeletion?: boolean;
+  /** kube-apiserver's --disable-admission-plugins, for the storage plugins it runs by default (storage-admission.ts). */
+  disableAdmissionPlugins?: readonly StorageAdmissionPlugin[];
 }
 
 export interface ApiServerHandle {
@@ -279,6 +282,8 @@ export class SandboxApiServer {
     this.store = new ObjectStore({ historyLimit: options.historyLimit ?? 10_000 });
     this.registry = new Registry(this.store);
     this.registry.gracefulPodDeletion = options.gracefulPodDeletion ?? false;
+    const disabled = new Set(options.disableAdmissionPlugins ?? []);
+    this.registry.admissionPlugins = new Set(STORAGE_ADMISSION_PLUGINS.filter((p) => !disabled.has(p)));
     this.admission = new WebhookAdmission(this.store, this.services);
     this.writes = new AdmittedWrites(this.registry, this.admission);
     this.seedDefaults();

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import type { FaultSettings } from "../../sandbox/apiserver/faults.ts";
+import { MUTATING_STORAGE_PLUGINS } from "../../sandbox/apiserver/storage-admission.ts";
 import type { CapacityReport } from "../../sandbox/csi/capacity.ts";
 import type { BackingSnapshot, BackingVolume, DriverStats } from "../../sandbox/csi/driver.ts";
 import type { CsiFaultSettings } from "../../sandbox/csi/faults.ts";
@@ -105,7 +106,14 @@ export function csiAdmin(url: string): CsiAdmin {
  */
 export async function startTestSandbox(options: Omit<SandboxOptions, "dir"> = {}): Promise<TestSandbox> {
   const dir = await mkdtemp(join(tmpdir(), "ksf-sandbox-"));
-  const sandbox = await startSandbox({ scheduler: false, kubelets: false, ...options, dir });
+  // Tests play kube-controller-manager's protection controllers themselves, or run without them.
+  const sandbox = await startSandbox({
+    scheduler: false,
+    kubelets: false,
+    disableAdmissionPlugins: MUTATING_STORAGE_PLUGINS,
+    ...options,
+    dir,
+  });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(sandbox.kubeconfigPath);
   return {

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
+import { MUTATING_STORAGE_PLUGINS } from "../../sandbox/apiserver/storage-admission.ts";
 import { type Sandbox, startSandbox } from "../../sandbox/start.ts";
 import {
   isAlreadyExists,
@@ -89,7 +90,7 @@ describe("KubeJsonClient over the sandbox API server", () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), "ksf-json-client-"));
-    sandbox = await startSandbox({ dir });
+    sandbox = await startSandbox({ dir, disableAdmissionPlugins: MUTATING_STORAGE_PLUGINS });
     admin = sandboxAdmin(sandbox.apiServer.url);
     kc = new KubeConfig();
     kc.loadFromFile(sandbox.kubeconfigPath);

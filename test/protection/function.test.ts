@@ -29,7 +29,11 @@ let registry: Registry;
 let app: ReturnType<typeof createProtectionApp>;
 
 before(async () => {
-  api = await startApiServer({ gracefulPodDeletion: true });
+  // Without kube-apiserver's StorageObjectInUseProtection: the function itself must add the finalizers.
+  api = await startApiServer({
+    gracefulPodDeletion: true,
+    disableAdmissionPlugins: ["StorageObjectInUseProtection"],
+  });
   const kc = new KubeConfig();
   kc.loadFromString(sandboxKubeconfig(api.url));
   kube = new KubeJsonClient(kc);

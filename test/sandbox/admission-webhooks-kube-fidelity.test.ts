@@ -125,7 +125,8 @@ const claim = (name: string) => ({
 });
 
 before(async () => {
-  sandbox = await startTestSandbox();
+  // kube-apiserver's default storage plugins on, as on the server the reviews were captured from.
+  sandbox = await startTestSandbox({ disableAdmissionPlugins: [] });
 });
 after(async () => {
   for (const server of servers) {
@@ -206,6 +207,12 @@ describe("the AdmissionReview the sandbox sends has kube-apiserver's shape", () 
       }
     }
     const mutatingCreate = sent("/mutate", "CREATE").request.object as { metadata: Record<string, unknown> };
+    // StorageObjectInUseProtection ran before the webhooks, as on the captured server.
+    const capturedCreate = real("mutating webhook", "CREATE").request.object as {
+      metadata: Record<string, unknown>;
+    };
+    assert.deepEqual(capturedCreate.metadata.finalizers, ["kubernetes.io/pvc-protection"]);
+    assert.deepEqual(mutatingCreate.metadata.finalizers, capturedCreate.metadata.finalizers);
     assert.equal(mutatingCreate.metadata.creationTimestamp, null);
     assert.equal(mutatingCreate.metadata.uid, undefined);
     const validatingCreate = sent("/validate", "CREATE").request.object as {

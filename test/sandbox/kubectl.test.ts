@@ -16,7 +16,13 @@ let kubeconfig: string;
 before(async () => {
   dir = await mkdtemp(join(tmpdir(), "ksf-kubectl-"));
   child = spawn(process.execPath, ["sandbox/main.ts"], {
-    env: { ...process.env, SANDBOX_PORT: "0", SANDBOX_DIR: dir },
+    // No protection controller runs here, so nothing would lift kube-apiserver's protection finalizers.
+    env: {
+      ...process.env,
+      SANDBOX_PORT: "0",
+      SANDBOX_DIR: dir,
+      SANDBOX_DISABLE_ADMISSION_PLUGINS: "StorageObjectInUseProtection",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines = createInterface({ input: child.stdout! });

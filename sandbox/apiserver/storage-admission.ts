@@ -1,0 +1,103 @@
+// kube-apiserver's mutating storage admission plugins, both on by default and
+// run before any webhook, on the CREATE of a main resource:
+//
+//   DefaultStorageClass           a claim with no class at all (neither the beta
+//                                 annotation nor spec.storageClassName, "" counts
+//                                 as a class) gets the default one: the newest
+//                                 class annotated is-default-class "true" (or
+//                                 the beta key), ties by name; none: unchanged.
+//   StorageObjectInUseProtection  kubernetes.io/pvc-protection on a new claim,
+//                                 kubernetes.io/pv-protection on a new PV,
+//                                 appended when absent.
+//
+// PersistentVolumeClaimResize, the validating one, is claim-resize.ts. A
+// sandbox started with `disableAdmissionPlugins` is a kube-apiserver run with
+// --disable-admission-plugins: our webhooks then do these jobs alone.
+import {
+  annBetaStorageClass,
+  pvcProtectionFinalizer,
+  pvProtectionFinalizer,
+} from "../../shared/kube/well-known.ts";
+import type { KubeObject } from "./store.ts";
+
+export const STORAGE_ADMISSION_PLUGINS = [
+  "DefaultStorageClass",
+  "StorageObjectInUseProtection",
+  "PersistentVolumeClaimResize",
+] as const;
+
+export type StorageAdmissionPlugin = (typeof STORAGE_ADMISSION_PLUGINS)[number];
+
+/**
+ * The two that change new objects. A sandbox that runs no protection
+ * controller goes without them (or every deleted claim and PV would wait for
+ * its finalizer forever), as a kube-apiserver started with
+ * --disable-admission-plugins=DefaultStorageClass,StorageObjectInUseProtection.
+ */
+export const MUTATING_STORAGE_PLUGINS: readonly StorageAdmissionPlugin[] = [
+  "DefaultStorageClass",
+  "StorageObjectInUseProtection",
+];
+
+const DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class";
+const BETA_DEFAULT_CLASS = "storageclass.beta.kubernetes.io/is-default-class";
+
+function isDefaultClass(c: KubeObject): boolean {
+  const a = c.metadata.annotations ?? {};
+  return a[DEFAULT_CLASS] === "true" || a[BETA_DEFAULT_CLASS] === "true";
+}
+
+/** The newest default class, ties by name; undefined when none is marked default. */
+export function newestDefaultClass(classes: readonly KubeObject[]): KubeObject | undefined {
+  let best: KubeObject | undefined;
+  let bestAt = Number.NEGATIVE_INFINITY;
+  for (const c of classes) {
+    if (!isDefaultClass(c)) continue;
+    const at = Date.parse(c.metadata.creationTimestamp ?? "") || 0;
+    const name = c.metadata.name ?? "";
+    if (best === undefined || at > bestAt || (at === bestAt && name < (best.metadata.name ?? ""))) {
+      best = c;
+      bestAt = at;
+    }
+  }
+  return best;
+}
+
+function specOf(o: KubeObject): Record<string, unknown> | undefined {
+  const s = o.spec;
+  return s !== null && typeof s === "object" && !Array.isArray(s)
+    ? (s as Record<string, unknown>)
+    : undefined;
+}
+
+function addFinalizer(o: KubeObject, finalizer: string): void {
+  const finalizers = o.metadata.finalizers ?? [];
+  if (!finalizers.includes(finalizer)) o.metadata.finalizers = [...finalizers, finalizer];
+}
+
+/**
+ * Applies the enabled mutating plugins to a decoded object about to be
+ * created (in place). `classes` is called only when a claim needs a default.
+ */
+export function admitStorageCreate(
+  plural: string,
+  group: string,
+  o: KubeObject,
+  enabled: ReadonlySet<StorageAdmissionPlugin>,
+  classes: () => readonly KubeObject[],
+): void {
+  if (group !== "") return;
+  if (plural === "persistentvolumeclaims") {
+    if (enabled.has("DefaultStorageClass")) {
+      const claimSpec = specOf(o);
+      const hasClass =
+        o.metadata.annotations?.[annBetaStorageClass] !== undefined ||
+        (claimSpec?.storageClassName !== undefined && claimSpec.storageClassName !== null);
+      const def = hasClass ? undefined : newestDefaultClass(classes());
+      if (def?.metadata.name) o.spec = { ...claimSpec, storageClassName: def.metadata.name };
+    }
+    if (enabled.has("StorageObjectInUseProtection")) addFinalizer(o, pvcProtectionFinalizer);
+  } else if (plural === "persistentvolumes") {
+    if (enabled.has("StorageObjectInUseProtection")) addFinalizer(o, pvProtectionFinalizer);
+  }
+}
