@@ -1,6 +1,7 @@
 // The in-memory copy of one kind that a watch keeps, and what it can promise.
-// It is a hint for *where to look*, never the state a decision is taken on:
-// a caller that finds something here reads it again with a consistent GET.
+// A decision taken on it is safe only as ARCHITECTURE.md "Watched copies"
+// says: the write is conditional on the copy's resourceVersion, and absence
+// is believed only where `covers` proves it.
 // What it does promise, when resourceVersions are etcd revisions (decimal,
 // one global counter, as on every etcd-backed apiserver and the sandbox):
 // `covers(rv)` is true only if every change of this kind up to revision rv is
