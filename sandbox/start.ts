@@ -12,6 +12,7 @@ import { type ApiServerHandle, startApiServer } from "./apiserver/server.ts";
 import type { StorageAdmissionPlugin } from "./apiserver/storage-admission.ts";
 import { WatchCache } from "./cluster/watch-cache.ts";
 import { type CsiDriverHandle, type StartCsiDriverOptions, startCsiDriver } from "./csi/server.ts";
+import { expanderKinds, SandboxExpander } from "./expander/expander.ts";
 import { writeSandboxKubeconfig } from "./kubeconfig.ts";
 import { type KubeletStep, kubeletKinds, kubeletRootDir, SandboxKubelet } from "./kubelet/kubelet.ts";
 import { podGcKinds, SandboxPodGc } from "./podgc/podgc.ts";
@@ -49,6 +50,11 @@ export interface SandboxOptions {
    * tracking runs, or WaitForFirstConsumer pods wait for objects nobody makes.
    */
   storageCapacity?: boolean;
+  /**
+   * Run the stand-in for kube-controller-manager's volume expand controller
+   * (ExternalExpanding Events on claims the resizer is to grow); default true.
+   */
+  expander?: boolean;
   /** Storage admission plugins the API server runs without, as kube-apiserver's --disable-admission-plugins. */
   disableAdmissionPlugins?: readonly StorageAdmissionPlugin[];
 }
@@ -96,12 +102,14 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   kubeConfig.loadFromFile(kubeconfigPath);
   const runScheduler = options.scheduler ?? true;
   const runPodGc = options.podGc ?? runKubelets;
+  const runExpander = options.expander ?? true;
   // One watch per kind for all of them, as a shared informer factory would give: the
   // sandbox's own API server serves every watch, and the benches run on it.
   const kinds = new Set([
     ...(runScheduler ? schedulerKinds : []),
     ...(runKubelets ? kubeletKinds : []),
     ...(runPodGc ? podGcKinds : []),
+    ...(runExpander ? expanderKinds : []),
   ]);
   const cacheClient = new KubeJsonClient(kubeConfig, { userAgent: "sandbox-informers" });
   const cache = new WatchCache({
@@ -126,14 +134,20 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       )
     : [];
   const podGc = runPodGc ? new SandboxPodGc({ kubeConfig, cache }) : undefined;
+  const expander = runExpander ? new SandboxExpander({ kubeConfig, cache }) : undefined;
   const close = async (): Promise<void> => {
-    await Promise.all([scheduler?.stop(), podGc?.stop(), ...kubelets.map((k) => k.stop())]);
+    await Promise.all([scheduler?.stop(), podGc?.stop(), expander?.stop(), ...kubelets.map((k) => k.stop())]);
     await cache.stop();
     await cacheClient.close();
     await Promise.all([csi.close(), apiServer.close()]);
   };
   try {
-    await Promise.all([scheduler?.start(), podGc?.start(), ...kubelets.map((k) => k.start())]);
+    await Promise.all([
+      scheduler?.start(),
+      podGc?.start(),
+      expander?.start(),
+      ...kubelets.map((k) => k.start()),
+    ]);
   } catch (err) {
     await close();
     throw err;
