@@ -287,11 +287,12 @@ export interface BenchSandbox {
  */
 export async function startBenchSandbox(options: Omit<SandboxOptions, "dir"> = {}): Promise<BenchSandbox> {
   const dir = await mkdtemp(join(tmpdir(), "ksf-bench-"));
-  // The benches run no protection controller.
+  // The benches run no protection controller and resize nothing.
   const sandbox = await startSandbox({
     scheduler: false,
     kubelets: false,
     podGc: false,
+    expander: false,
     disableAdmissionPlugins: MUTATING_STORAGE_PLUGINS,
     ...options,
     dir,
