@@ -14,7 +14,7 @@ const N = Number(process.env.BENCH_GETS ?? 2000);
 const WARMUP = 200;
 
 const dir = await mkdtemp(join(tmpdir(), "ksf-bench-"));
-const sandbox = await startSandbox({ dir, scheduler: false, kubelets: false, podGc: false });
+const sandbox = await startSandbox({ dir, scheduler: false, kubelets: false, podGc: false, expander: false });
 try {
   const kc = new KubeConfig();
   kc.loadFromFile(sandbox.kubeconfigPath);
