@@ -495,10 +495,14 @@ export class SandboxKubelet {
           readonly: volume.readonly,
         }),
       async (err) => {
+        const mounts = this.mounted.get(uid) ?? new Map<string, Mount>();
+        // As for a stage (upstream's markVolumeErrorState): after a final error an uncertain publish is forgotten.
         if (!isFinalCsiError(err)) {
-          const mounts = this.mounted.get(uid) ?? new Map<string, Mount>();
           mounts.set(unique, { volume, targetPath: target, ready: false, uncertain: true });
           this.mounted.set(uid, mounts);
+        } else if (mounts.get(unique)?.uncertain) {
+          mounts.delete(unique);
+          if (mounts.size === 0) this.mounted.delete(uid);
         }
         await warn(err);
       },

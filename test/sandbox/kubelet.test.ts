@@ -133,6 +133,14 @@ function loseAnswers(method: string, code: "DEADLINE_EXCEEDED" | "UNAVAILABLE"):
   });
 }
 
+/** Waits for an Event about `pod` whose message matches. */
+async function podEvent(what: string, pod: string, message: RegExp): Promise<KubeEvent> {
+  return eventually(what, async () => {
+    const list = await kube.list<KubeEvent>(events, { namespace: "default" });
+    return list.items.find((e) => e.involvedObject.name === pod && message.test(e.message ?? ""));
+  });
+}
+
 async function attach(handle: string, pv: string, on = node): Promise<void> {
   await csi.call("Controller", "ControllerPublishVolume", {
     volume_id: handle,
@@ -391,12 +399,7 @@ describe("sandbox kubelet", () => {
         errorProbability: 1,
         errorCodes: ["INTERNAL"],
       });
-      await eventually("a final NodeStageVolume error", async () => {
-        const list = await kube.list<KubeEvent>(events, { namespace: "default" });
-        return list.items.find(
-          (e) => e.involvedObject.name === "app-9" && /injected fault INTERNAL/.test(e.message ?? ""),
-        );
-      });
+      await podEvent("a final NodeStageVolume error", "app-9", /injected fault INTERNAL/);
       await kube.delete(pods, "app-9", "default");
       await eventually("pod gone", async () => ((await getPod("app-9")) === undefined ? true : undefined));
     } finally {
@@ -409,6 +412,39 @@ describe("sandbox kubelet", () => {
       "no NodeUnstageVolume for a stage the driver said it did not make",
     );
     assert.equal(backing(handle).staged.length, 1, "the lost first answer's stage is still on the driver");
+  });
+
+  it("forgets an uncertain publish once the driver answers a final error, and does not unpublish it when the pod goes", async () => {
+    // Upstream's markVolumeErrorState. The timeout comes before the driver did anything, as a driver
+    // that then answers a final error has nothing published.
+    const { handle, pv } = await boundClaim("data-10");
+    sandbox.csi.driver.setFaults({
+      methods: ["NodePublishVolume"],
+      errorProbability: 1,
+      errorCodes: ["DEADLINE_EXCEEDED"],
+      afterProbability: 0,
+    });
+    try {
+      await createPod("app-10", "data-10");
+      await attach(handle, pv);
+      await podEvent("an uncertain NodePublishVolume", "app-10", /DEADLINE_EXCEEDED|DeadlineExceeded/);
+      sandbox.csi.driver.setFaults({
+        methods: ["NodePublishVolume"],
+        errorProbability: 1,
+        errorCodes: ["INTERNAL"],
+      });
+      await podEvent("a final NodePublishVolume error", "app-10", /injected fault INTERNAL/);
+      await kube.delete(pods, "app-10", "default");
+      await eventually("pod gone", async () => ((await getPod("app-10")) === undefined ? true : undefined));
+    } finally {
+      sandbox.csi.driver.clearFaults();
+    }
+    assert.ok(
+      !steps.some((s) => s.step === "unpublished" && s.volume.endsWith(handle)),
+      "no NodeUnpublishVolume for a publish the driver said it did not make",
+    );
+    assert.deepEqual(backing(handle).nodePublished, []);
+    assert.deepEqual(backing(handle).staged, [], "the stage, which was certain, is torn down");
   });
 
   it("publishes again a mount left uncertain by a lost answer, and runs the pod", async () => {
