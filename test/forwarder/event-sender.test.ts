@@ -13,14 +13,17 @@ import { createLogger } from "../../shared/log.ts";
 import { pvc, startReceiver } from "./helpers.ts";
 
 test("requests leave no listener on the stop signal, whatever their answer", async () => {
-  let n = 0;
-  // In turn: delivered, refused (400), a server error then delivered, a cut connection then delivered.
-  const receiver = await startReceiver(() => {
-    n++;
-    if (n % 4 === 1) return {};
-    if (n % 4 === 2) return { status: 400 };
-    if (n % 4 === 3) return { status: 500 };
-    return { destroy: true };
+  // By the claim's number: delivered, refused (400), a server error then delivered, a cut connection then delivered.
+  const attempts = new Map<string, number>();
+  const receiver = await startReceiver((req) => {
+    const name = req.event?.ref.name ?? "";
+    const attempt = (attempts.get(name) ?? 0) + 1;
+    attempts.set(name, attempt);
+    const kind = Number(name.slice(1)) % 4;
+    if (kind === 1) return { status: 400 };
+    if (kind === 2 && attempt === 1) return { status: 500 };
+    if (kind === 3 && attempt === 1) return { destroy: true };
+    return {};
   });
   const stop = new AbortController();
   const sender = new EventSender({

@@ -106,10 +106,12 @@ export function csiAdmin(url: string): CsiAdmin {
  */
 export async function startTestSandbox(options: Omit<SandboxOptions, "dir"> = {}): Promise<TestSandbox> {
   const dir = await mkdtemp(join(tmpdir(), "ksf-sandbox-"));
-  // Tests play kube-controller-manager's protection controllers themselves, or run without them.
+  // Tests play kube-controller-manager's protection controllers themselves, or run without them,
+  // and count the sandbox's requests: no expand-controller stand-in watching beside them.
   const sandbox = await startSandbox({
     scheduler: false,
     kubelets: false,
+    expander: false,
     disableAdmissionPlugins: MUTATING_STORAGE_PLUGINS,
     ...options,
     dir,

@@ -129,7 +129,7 @@ describe("against the sandbox API server", () => {
   let sandbox: TestSandbox;
   let kube: KubeJsonClient;
   before(async () => {
-    sandbox = await startTestSandbox();
+    sandbox = await startTestSandbox({ expander: true });
     kube = createKubeClients(sandbox.kubeConfig).json;
   });
   after(async () => {
