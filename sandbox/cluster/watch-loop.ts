@@ -52,7 +52,13 @@ export class WatchLoop {
     if (!this.cache.covers(spec.kinds))
       throw new Error(`the watch cache given to ${spec.name} lacks kinds it reads`);
     this.onChange = spec.onChange ?? true;
-    this.unsubscribe = this.onChange ? this.cache.subscribe(() => this.reactor.poke()) : () => {};
+    // A shared copy also carries other components' kinds; a change to one this loop does not read changes nothing it decides.
+    const reads = new Set(spec.kinds);
+    this.unsubscribe = this.onChange
+      ? this.cache.subscribe((resource) => {
+          if (reads.has(resource)) this.reactor.poke();
+        })
+      : () => {};
   }
 
   /** Records Events as `component` on `host`, warning through this loop's logger when one fails. */
