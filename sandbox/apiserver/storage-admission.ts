@@ -8,7 +8,12 @@
 //                                 the beta key), ties by name; none: unchanged.
 //   StorageObjectInUseProtection  kubernetes.io/pvc-protection on a new claim,
 //                                 kubernetes.io/pv-protection on a new PV,
-//                                 appended when absent.
+//                                 appended when absent. Not
+//                                 kubernetes.io/vac-protection on a new
+//                                 VolumeAttributesClass (upstream, with the
+//                                 class GA): its remover, kube-controller-manager's
+//                                 vac-protection controller, is not played
+//                                 here, so a deleted class would wait forever.
 //
 // PersistentVolumeClaimResize, the validating one, is claim-resize.ts. A
 // sandbox started with `disableAdmissionPlugins` is a kube-apiserver run with
