@@ -8,6 +8,24 @@ import type { PersistentVolumeClaim, StorageClass } from "../kube/types.ts";
 import { annBetaStorageProvisioner, annStorageProvisioner } from "../kube/well-known.ts";
 import { message, reason } from "./constants.ts";
 import type { Planner } from "./plan.ts";
+import { isDelayBindingProvisioning } from "./volume-helpers.ts";
+
+/**
+ * Whether a claim that matches no volume is handed to a provisioner that can
+ * act on it now: its class exists, names an external provisioner, and binds
+ * at once or has the scheduler's node. For such a claim a search that misses
+ * a volume only means a new volume instead of an existing one, as with
+ * upstream's informer; any other claim would wait for the next resync.
+ */
+export function provisionsWhenNoMatch(
+  claim: PersistentVolumeClaim,
+  classes: readonly StorageClass[],
+): boolean {
+  const name = claimClass(claim);
+  const cls = name ? classes.find((c) => c.metadata.name === name) : undefined;
+  if (!cls || cls.provisioner.startsWith("kubernetes.io/")) return false;
+  return cls.volumeBindingMode !== "WaitForFirstConsumer" || isDelayBindingProvisioning(claim);
+}
 
 export function provisionClaim(
   p: Planner,

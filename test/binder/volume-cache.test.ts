@@ -11,8 +11,8 @@ import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
 import { EventRecorder } from "../../shared/kube/event-recorder.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { ObjectStore } from "../../shared/kube/object-store.ts";
-import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
-import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import { persistentVolumeClaims, persistentVolumes, storageClasses } from "../../shared/kube/resources.ts";
+import type { PersistentVolume, PersistentVolumeClaim, StorageClass } from "../../shared/kube/types.ts";
 import { startWatchedStore, type WatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
 import { waitFor } from "../forwarder/helpers.ts";
@@ -58,6 +58,10 @@ async function createVolume(volume: PersistentVolume): Promise<PersistentVolume>
   const plain = new BinderController({ kube, events: recorder });
   await plain.syncVolumeByName(volume.metadata.name);
   return kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
+}
+
+function storageClass(name: string, provisioner: string): StorageClass {
+  return { apiVersion: "storage.k8s.io/v1", kind: "StorageClass", metadata: { name }, provisioner };
 }
 
 function pvc(name: string, size: string): PersistentVolumeClaim {
@@ -205,6 +209,40 @@ describe("binder with a watched volume copy", () => {
     const { report, counters } = await claimSync(copy, "waits");
     assert.equal(report?.outcome, "bound to volume arrives");
     assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+  });
+
+  /** A claim of class `cls` synced with a copy that missed a fitting volume of that class, made just before it. */
+  async function missedVolume(cls: StorageClass, claimName: string) {
+    await kube.create(storageClasses, cls);
+    const before = await listVolumes();
+    const volume = `${cls.metadata.name}-missed`;
+    await createVolume(pv(volume, "10Gi", { storageClassName: cls.metadata.name }));
+    const claim = pvc(claimName, "5Gi");
+    await kube.create(persistentVolumeClaims, {
+      ...claim,
+      spec: { ...claim.spec, storageClassName: cls.metadata.name },
+    });
+    const synced = await claimSync(frozenCopy(before.items, before.resourceVersion), claimName);
+    return { ...synced, volume: await kube.get<PersistentVolume>(persistentVolumes, volume) };
+  }
+
+  it("no match in a copy behind the claim, whose class provisions one: handed to its provisioner, no list, no wait", async () => {
+    // Upstream's informer would miss that volume too: the claim gets a new one instead.
+    const { report, counters, volume } = await missedVolume(
+      storageClass("fast", "csi.example.com"),
+      "handed",
+    );
+    assert.equal(report?.outcome, "waiting for external provisioner csi.example.com", JSON.stringify(report));
+    assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
+    assert.equal(volume.spec.claimRef, undefined);
+  });
+
+  it("no match in a copy behind the claim, whose class provisions nothing: the sync lists and binds the volume the copy missed", async () => {
+    const cls = storageClass("local", "kubernetes.io/no-provisioner");
+    const { report, counters, volume } = await missedVolume(cls, "static");
+    assert.equal(report?.outcome, "bound to volume local-missed");
+    assert.equal(counters["list persistentvolumes"], 1, JSON.stringify(counters));
+    assert.equal(volume.spec.claimRef?.name, "static");
   });
 
   it("a copy still making its first list: the sync waits for it and decides from it, without a list", async () => {

@@ -4,7 +4,8 @@
 // process keeps one, only says where to look: the volume it points at is read
 // again and judged on the fresh copy, and "no volume matches" is believed
 // only when the copy provably reflects every volume change up to the claim's
-// own resourceVersion; otherwise the search lists every volume, as before.
+// own resourceVersion, or when the claim's class would provision a volume
+// anyway; otherwise the search lists every volume, as before.
 import { getOptional } from "../../kube/api-errors.ts";
 import { claimClass, claimHasClass } from "../../kube/claim-class.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
@@ -18,6 +19,7 @@ import {
 import type { PersistentVolume, PersistentVolumeClaim, Pod, StorageClass } from "../../kube/types.ts";
 import { annBindCompleted } from "../../kube/well-known.ts";
 import { findBestMatchForClaim, winsWithoutSearch } from "../find-best-match.ts";
+import { provisionsWhenNoMatch } from "../provision-claim.ts";
 import type { ClaimSyncView } from "../sync-claim.ts";
 import type { VolumeSyncView } from "../sync-volume.ts";
 import { claimKey, hasAnnotation, isDelayBindingProvisioning } from "../volume-helpers.ts";
@@ -105,7 +107,8 @@ function cachePick(
  * The volumes the claim's search needs to see: the candidate alone when it is
  * the certain winner; the cache's winner alone when its fresh copy still
  * matches; none when the cache reflects the claim's revision and has no
- * match; otherwise every PV (the search upstream does).
+ * match, or when its class provisions a volume for a claim that matches none
+ * (provisionsWhenNoMatch); otherwise every PV (the search upstream does).
  */
 async function matchingVolumes(
   kube: KubeJsonClient,
@@ -113,6 +116,7 @@ async function matchingVolumes(
   candidate: Candidate | undefined,
   cache: VolumeCache | undefined,
   picks: VolumePicks | undefined,
+  provisionable: boolean,
 ): Promise<PersistentVolume[]> {
   // A candidate that fits the claim but need not win (a volume that just became Available)
   // joins the cache's candidates fresh: the copy may not have seen it yet.
@@ -151,6 +155,9 @@ async function matchingVolumes(
     }
     const rv = claim.metadata.resourceVersion;
     if (cache.store.covers(rv)) return [];
+    // Observed: no match in a copy behind the claim, and its class provisions one. A volume the copy
+    // missed would only be passed over for a new one, as upstream's informer may: no list, no wait.
+    if (provisionable) return [];
     // Observed: no match, and the copy is behind the claim (often the claim's own newest write).
     // A watch that is busy passes that revision within moments: wait for it once, then look again.
     // A quiet watch may never pass it, so the search lists at once instead.
@@ -208,11 +215,6 @@ export async function loadClaimView(
   const matching = !hasAnnotation(claim, annBindCompleted) && volumeName === "";
   const className = claimClass(claim);
 
-  const volumesRead: Promise<PersistentVolume[]> = matching
-    ? matchingVolumes(kube, claim, candidate, cache, picks)
-    : volumeName
-      ? boundVolume(kube, claim, volumeName, cache)
-      : Promise.resolve([]);
   // Claims with no class at all may get the default: that needs every class.
   const classesRead: Promise<StorageClass[]> =
     matching && !claimHasClass(claim)
@@ -220,6 +222,14 @@ export async function loadClaimView(
       : className && matching
         ? readStorageClass(kube, className, classCopy).then((c) => (c ? [c] : []))
         : Promise.resolve([]);
+  // The search follows the class (a watched copy answers it at once): it says what a missed volume costs.
+  const volumesRead: Promise<PersistentVolume[]> = matching
+    ? classesRead.then((classes) =>
+        matchingVolumes(kube, claim, candidate, cache, picks, provisionsWhenNoMatch(claim, classes)),
+      )
+    : volumeName
+      ? boundVolume(kube, claim, volumeName, cache)
+      : Promise.resolve([]);
   const [volumes, classes] = await Promise.all([volumesRead, classesRead]);
 
   // Pods matter only for the WaitForPodScheduled message of a delayed claim.
