@@ -29,6 +29,7 @@ import {
   shippedFunction,
   spawnFunction,
 } from "../support.ts";
+import type { NamedProcess } from "./cpu-meter.ts";
 import { type Child, readyLine, startChild } from "./processes.ts";
 
 export const WEBHOOK_CONFIG_NAME = "kube-storage-functions-bench";
@@ -68,6 +69,8 @@ export interface Stack {
   backingVolumes?(): Promise<string[]>;
   /** Peak RSS of each function process so far (VmHWM), MiB; ours only. */
   peakRssMiB?(): Record<string, number>;
+  /** The stack's processes, named as the CPU figures name them. */
+  processes(): NamedProcess[];
   /** The last output of each process, for a failed workload's report. */
   diagnostics(): Record<string, string>;
   stop(): Promise<void>;
@@ -231,6 +234,11 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
       return (body.volumes ?? []).map((v) => String(v.volumeId));
     },
     peakRssMiB: () => Object.fromEntries(functions.map((f) => [f.name, peakRssMiB(f.child.pid)])),
+    processes: () => [
+      ...functions.map((f) => ({ name: f.name, pid: f.child.pid })),
+      ...(forwarder ? [{ name: "forwarder", pid: forwarder.child.pid }] : []),
+      { name: "csi-driver", pid: driver.child.child.pid },
+    ],
     diagnostics: () => ({
       ...Object.fromEntries(functions.map((f) => [f.name, f.stderr().slice(-2000)])),
       ...(forwarder ? { forwarder: forwarder.stderr().slice(-2000) } : {}),

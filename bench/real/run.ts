@@ -12,10 +12,11 @@
 // Options: --help (options.ts USAGE); the defaults are the table.
 
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfigError } from "../../shared/kube/client.ts";
 import { cpuLoopMs, cpuSnapshot, DRIVER_NAME, load, otherLoad, progress, round } from "../support.ts";
+import { startCpuWindow } from "./cpu-meter.ts";
 import { type Figures, medianFigures, type Ratio, ratios, realSummary, type SummaryLine } from "./figures.ts";
 import { type RealBenchParams, RealBenchUsageError, realParamsFromArgs, USAGE } from "./options.ts";
 import { type Stack, startOurStack } from "./ours.ts";
@@ -105,10 +106,12 @@ async function runRound(
       stackName === "ours"
         ? await startOurStack(stackOptions)
         : await startUpstreamStack(stackOptions, params.upstream, params.upstreamDefaults);
+    const running = stack;
     const ctx = {
       server,
       watch,
       stack,
+      cpu: () => startCpuWindow(() => running.processes(), availableParallelism()),
       driverName: DRIVER_NAME,
       nodeId: NODE,
       timeoutMs: params.timeoutSeconds * 1000,

@@ -128,6 +128,7 @@ export async function startUpstreamStack(
     name: "upstream",
     csiEndpoint: `unix://${socket}`,
     diagnostics: () => Object.fromEntries(children.map((c) => [c.name, c.output().slice(-2000)])),
+    processes: () => children.map((c) => ({ name: c.name, pid: c.child.pid })),
     stop,
   };
 }

@@ -20,6 +20,7 @@ import {
 } from "../../shared/kube/resources.ts";
 import type { KubeObject } from "../../shared/kube/types.ts";
 import { median, progress, round, sleep } from "../support.ts";
+import type { CpuSeconds, CpuWindow } from "./cpu-meter.ts";
 import { type ClaimCosts, claimCosts, delta, type Figures, type Tally } from "./figures.ts";
 import type { Stack } from "./ours.ts";
 import { type ApiServer, forceDelete, inParallel } from "./server.ts";
@@ -68,6 +69,8 @@ export interface WorkloadContext {
   server: ApiServer;
   watch: ClusterWatch;
   stack: Stack;
+  /** Starts counting CPU seconds per process (cpu-meter.ts); a timed window starts and stops one. */
+  cpu: () => CpuWindow;
   driverName: string;
   nodeId: string;
   timeoutMs: number;
@@ -221,6 +224,7 @@ export interface ProvisionResult {
   seconds: number;
   throughputPerSecond: number;
   costs: ClaimCosts;
+  cpuSeconds?: CpuSeconds;
 }
 
 /** Creates `n` claims of the driver's class at once; seconds until the watch saw every one Bound. */
@@ -229,6 +233,7 @@ export async function provision(ctx: WorkloadContext, n: number): Promise<Provis
   const names = Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(5, "0")}`);
   const tally0 = ctx.watch.tally();
   const requests0 = await ctx.server.requestCounts();
+  const cpu = ctx.cpu();
   const t0 = performance.now();
   await inParallel(names, CLIENT_PARALLELISM, (name) =>
     ctx.server.kube.create(persistentVolumeClaims, claimObject(name, FAST_CLASS)),
@@ -240,6 +245,7 @@ export async function provision(ctx: WorkloadContext, n: number): Promise<Provis
     `${n} claims to be Bound`,
   );
   const seconds = (performance.now() - t0) / 1000;
+  const cpuSeconds = cpu.stop();
   progress(`  provision: ${n} claims Bound in ${round(seconds, 2)} s; counting trailing writes`);
   await settle(ctx.watch);
   const changes = delta(tally0, ctx.watch.tally());
@@ -250,6 +256,7 @@ export async function provision(ctx: WorkloadContext, n: number): Promise<Provis
     seconds: round(seconds, 2),
     throughputPerSecond: round(n / seconds, 1),
     costs: claimCosts(changes, n, n, requests),
+    ...(cpuSeconds ? { cpuSeconds } : {}),
   };
 }
 
@@ -261,6 +268,7 @@ export interface DeleteResult {
   /** Whether the backing volumes could be checked (the sandbox driver tells; others do not). */
   backingVolumesChecked: boolean;
   changesPerClaim: Tally;
+  cpuSeconds?: CpuSeconds;
 }
 
 /** Deletes the claims `provision` made; seconds until claims, PVs and backing volumes are gone. */
@@ -275,6 +283,7 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     (v) => (v as { spec?: { csi?: { volumeHandle?: string } } }).spec?.csi?.volumeHandle,
   );
   const tally0 = ctx.watch.tally();
+  const cpu = ctx.cpu();
   const t0 = performance.now();
   await inParallel(claims, CLIENT_PARALLELISM, (c) =>
     ctx.server.kube.delete(persistentVolumeClaims, c.metadata.name!, NAMESPACE).catch((err: unknown) => {
@@ -300,6 +309,7 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     }
   }
   const seconds = (performance.now() - t0) / 1000;
+  const cpuSeconds = cpu.stop();
   progress(`  delete: ${claims.length} claims, PVs and volumes gone in ${round(seconds, 2)} s`);
   await settle(ctx.watch, 1000, 10_000);
   const changes = delta(tally0, ctx.watch.tally());
@@ -311,6 +321,7 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     secondsUntilVolumesGoneFromApi: round(apiSeconds, 2),
     backingVolumesChecked: backing !== undefined,
     changesPerClaim: perClaim,
+    ...(cpuSeconds ? { cpuSeconds } : {}),
   };
 }
 
@@ -327,6 +338,7 @@ async function volumesAvailable(ctx: WorkloadContext, names: readonly string[]):
 export interface BindResult {
   pairs: number;
   seconds: number;
+  cpuSeconds?: CpuSeconds;
 }
 
 /** `n` static PVs (Available), then `n` claims at once; seconds until every claim is Bound. */
@@ -342,6 +354,7 @@ export async function bindStatic(ctx: WorkloadContext, n: number): Promise<BindR
     );
     await volumesAvailable(ctx, names);
     const claims = ctx.watch.objects(persistentVolumeClaims.plural);
+    const cpu = ctx.cpu();
     const t0 = performance.now();
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
       ctx.server.kube.create(persistentVolumeClaims, claimObject(name, STATIC_CLASS)),
@@ -352,8 +365,9 @@ export async function bindStatic(ctx: WorkloadContext, n: number): Promise<BindR
       `${n} static claims to be Bound`,
     );
     const seconds = (performance.now() - t0) / 1000;
+    const cpuSeconds = cpu.stop();
     progress(`  bind: ${n} static pairs Bound in ${round(seconds, 2)} s`);
-    return { pairs: n, seconds: round(seconds, 2) };
+    return { pairs: n, seconds: round(seconds, 2), ...(cpuSeconds ? { cpuSeconds } : {}) };
   } finally {
     await sweep(ctx, prefix);
   }
@@ -403,6 +417,7 @@ export async function lateVolume(ctx: WorkloadContext, runs: number): Promise<La
 export interface AttachResult {
   attachments: number;
   seconds: number;
+  cpuSeconds?: CpuSeconds;
 }
 
 /**
@@ -432,6 +447,7 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
       pv.spec.csi.volumeHandle = handle;
       await ctx.server.kube.create(persistentVolumes, pv);
     });
+    const cpu = ctx.cpu();
     const t0 = performance.now();
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
       ctx.server.kube.create(volumeAttachments, {
@@ -452,8 +468,9 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
       `${n} VolumeAttachments to be attached`,
     );
     const seconds = (performance.now() - t0) / 1000;
+    const cpuSeconds = cpu.stop();
     progress(`  attach: ${n} VolumeAttachments attached in ${round(seconds, 2)} s`);
-    return { attachments: n, seconds: round(seconds, 2) };
+    return { attachments: n, seconds: round(seconds, 2), ...(cpuSeconds ? { cpuSeconds } : {}) };
   } finally {
     // Detach through the attacher first (it unpublishes), then force what is left.
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
@@ -499,5 +516,13 @@ export function flatFigures(r: RoundResult): Figures {
   for (const b of r.bind ?? []) f[`bind.${b.pairs}.seconds`] = b.seconds;
   if (r.lateVolume) f["lateVolume.medianSeconds"] = r.lateVolume.medianSeconds;
   if (r.attach) f["attach.seconds"] = r.attach.seconds;
+  // The machine's CPU seconds in each timed window: what the stack made every process on it spend.
+  const cpu: [string, CpuSeconds | undefined][] = [
+    ["provision", r.provision?.cpuSeconds],
+    ["delete", r.delete?.cpuSeconds],
+    ...(r.bind ?? []).map((b): [string, CpuSeconds | undefined] => [`bind.${b.pairs}`, b.cpuSeconds]),
+    ["attach", r.attach?.cpuSeconds],
+  ];
+  for (const [workload, seconds] of cpu) if (seconds) f[`${workload}.machineCpuSeconds`] = seconds.machine;
   return f;
 }
