@@ -126,6 +126,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
             driverName,
             ...capacity,
             ...(topology ? { topology: topology.get } : {}),
+            ...(classCopy ? { storageClasses: classCopy.get } : {}),
           }),
         })
       : controller,

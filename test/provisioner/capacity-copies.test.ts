@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { CsiClient } from "../../shared/csi/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { csiNodes, csiStorageCapacities, nodes } from "../../shared/kube/resources.ts";
+import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts";
 import type { CSINode, CSIStorageCapacity, Node, StorageClass } from "../../shared/kube/types.ts";
 import { createLogger } from "../../shared/log.ts";
 import { CapacityController } from "../../shared/provisioner/capacity/runtime/capacity-controller.ts";
@@ -28,6 +29,17 @@ function lateBindingClass(name: string): StorageClass {
   };
 }
 
+/** A Node update event, as the forwarder delivers it. */
+function nodeEvent(object: Node) {
+  return {
+    action: "update" as const,
+    kind: "Node",
+    apiVersion: "v1",
+    name: nodeName,
+    object: object as unknown as Record<string, unknown>,
+  };
+}
+
 describe("capacity tracking on the provisioner's topology copies", () => {
   let sandbox: TestSandbox;
   let kube: KubeJsonClient;
@@ -44,6 +56,18 @@ describe("capacity tracking on the provisioner's topology copies", () => {
       log: createLogger({ name: "test", level: "silent" }),
     });
   });
+  /** Capacity tracking in `namespace` on the topology copies, with what a test adds. */
+  const tracking = (extra: Partial<ConstructorParameters<typeof CapacityController>[0]> = {}) =>
+    new CapacityController({
+      kube,
+      csi,
+      driverName,
+      namespace,
+      forImmediateBinding: false,
+      topology: copies.get,
+      ...extra,
+    });
+
   after(async () => {
     await copies.stop();
     csi.close();
@@ -53,14 +77,7 @@ describe("capacity tracking on the provisioner's topology copies", () => {
 
   it("a NAMESPACE that does not exist fails the class sync at once with the API's reason, not after five 'lost races'", async () => {
     await sandbox.admin.seed([lateBindingClass("gold")]);
-    const capacity = new CapacityController({
-      kube,
-      csi,
-      driverName,
-      namespace: "nowhere",
-      forImmediateBinding: false,
-      topology: copies.get,
-    });
+    const capacity = tracking({ namespace: "nowhere" });
     await sandbox.admin.resetCounters();
     await assert.rejects(capacity.syncClass("gold"), /namespaces "nowhere" not found/);
     const counters = await sandbox.admin.counters();
@@ -69,14 +86,7 @@ describe("capacity tracking on the provisioner's topology copies", () => {
 
   it("a resync of three classes lists no Node or CSINode; a new segment label reaches every class's objects", async () => {
     await sandbox.admin.seed(["gold", "silver", "bronze"].map(lateBindingClass));
-    const capacity = new CapacityController({
-      kube,
-      csi,
-      driverName,
-      namespace,
-      forImmediateBinding: false,
-      topology: copies.get,
-    });
+    const capacity = tracking();
     const topologyKey = (await kube.get<CSINode>(csiNodes, nodeName)).spec?.drivers?.[0]?.topologyKeys?.[0];
     assert.ok(topologyKey, "the sandbox's CSINode names a topology key");
     const segmentsByClass = async () => {
@@ -102,14 +112,7 @@ describe("capacity tracking on the provisioner's topology copies", () => {
 
     // The controller learns the node's labels, then they change: one event makes every class move.
     const node = await kube.get<Node>(nodes, nodeName);
-    const event = (object: Node) => ({
-      action: "update" as const,
-      kind: "Node",
-      apiVersion: "v1",
-      name: nodeName,
-      object: object as unknown as Record<string, unknown>,
-    });
-    await capacity.handleEvent(event(node));
+    await capacity.handleEvent(nodeEvent(node));
     const moved = await kube.patch<Node>(
       nodes,
       nodeName,
@@ -117,7 +120,7 @@ describe("capacity tracking on the provisioner's topology copies", () => {
       { metadata: { labels: { [topologyKey]: "elsewhere" } } },
       "merge",
     );
-    await capacity.handleEvent(event(moved));
+    await capacity.handleEvent(nodeEvent(moved));
     const now = nodeNames.map((n) => (n === nodeName ? "elsewhere" : n)).sort();
     assert.deepEqual(await segmentsByClass(), { bronze: now, gold: now, silver: now });
 
@@ -131,7 +134,7 @@ describe("capacity tracking on the provisioner's topology copies", () => {
         labels: { ...moved.metadata.labels, [topologyKey]: "ahead" },
       },
     };
-    await capacity.handleEvent(event(ahead));
+    await capacity.handleEvent(nodeEvent(ahead));
     assert.equal(
       (await sandbox.admin.counters())["list nodes"],
       3,
@@ -142,5 +145,44 @@ describe("capacity tracking on the provisioner's topology copies", () => {
       { bronze: now, gold: now, silver: now },
       "what is stored counts",
     );
+  });
+
+  it("a Node label change takes the classes it refreshes from the provisioner's class copy: no list of classes", async () => {
+    await sandbox.admin.seed([lateBindingClass("platinum")]);
+    const classCopy = storageClassCopyFromEnv(
+      {},
+      { kubeConfig: sandbox.kubeConfig, json: kube, log: createLogger({ name: "test", level: "silent" }) },
+    );
+    assert.ok(classCopy, "the class copy is on by default");
+    try {
+      assert.ok(await classCopy.get().whenSynced(10_000), "the class copy syncs");
+      const capacity = tracking({ storageClasses: classCopy.get });
+      const topologyKey = (await kube.get<CSINode>(csiNodes, nodeName)).spec?.drivers?.[0]?.topologyKeys?.[0];
+      assert.ok(topologyKey);
+      await capacity.handleEvent(nodeEvent(await kube.get<Node>(nodes, nodeName)));
+      const moved = await kube.patch<Node>(
+        nodes,
+        nodeName,
+        undefined,
+        { metadata: { labels: { [topologyKey]: "from-copy" } } },
+        "merge",
+      );
+      await sandbox.admin.resetCounters();
+      const reports = await capacity.handleEvent(nodeEvent(moved));
+      assert.equal((await sandbox.admin.counters())["list storageclasses"] ?? 0, 0);
+      assert.ok(
+        reports.some((r) => /platinum/.test(JSON.stringify(r))),
+        JSON.stringify(reports),
+      );
+      const platinum = (
+        await kube.list<CSIStorageCapacity>(csiStorageCapacities, { namespace })
+      ).items.filter((c) => c.storageClassName === "platinum");
+      assert.ok(
+        platinum.some((c) => c.nodeTopology?.matchLabels?.[topologyKey] === "from-copy"),
+        JSON.stringify(platinum.map((c) => c.nodeTopology)),
+      );
+    } finally {
+      await classCopy.stop();
+    }
   });
 });

@@ -13,6 +13,7 @@ import type { ControllerEvent } from "../../../http/controller-function.ts";
 import { getOptional } from "../../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../../kube/json-client.ts";
 import { csiStorageCapacities, storageClasses } from "../../../kube/resources.ts";
+import { listStorageClasses, type StorageClassCopy } from "../../../kube/storage-class-copy.ts";
 import type { CSIStorageCapacity, StorageClass } from "../../../kube/types.ts";
 import type { NodeTopologyCopies } from "../../runtime/load-request.ts";
 import { nodesAndCsiNodes } from "../../runtime/topology-copies.ts";
@@ -44,6 +45,11 @@ export interface CapacityControllerOptions extends CapacityOptions {
    * from them instead of listing both, once per class. None: list.
    */
   topology?: () => NodeTopologyCopies;
+  /**
+   * The provisioner's watched copy of the StorageClasses: which classes a Node or CSINode change
+   * refreshes (each class sync still reads its class, and the sweep lists them, live). None: list.
+   */
+  storageClasses?: () => StorageClassCopy;
   metrics?: CapacityMetrics;
   /** Classes a resync refreshes at once. Default 1 (upstream's --capacity-threads). */
   resyncConcurrency?: number;
@@ -87,7 +93,8 @@ function capacitySpec(
     ).items;
 
   async function trackedClassKeys(live = false): Promise<CapacityKey[]> {
-    const classes = (await kube.list<StorageClass>(storageClasses)).items;
+    // A class the copy lacks yet brings its own event; one it still holds after a delete syncs to "gone".
+    const classes = await listStorageClasses(kube, o.storageClasses?.());
     return classes
       .filter((c) => classIsTracked(c, o))
       .map((c) => ({ kind: "class", name: c.metadata.name, ...(live ? { live } : {}) }));
