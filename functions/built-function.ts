@@ -3,6 +3,7 @@
 // function is put together in one place: main() serves it as a process
 // (container, `npm run serve`), lambda.ts hands it to ../lambda-adapter.ts.
 
+import type { Controller } from "../shared/http/controller-function.ts";
 import type { FunctionApp } from "../shared/http/function-app.ts";
 import { serveFunction } from "../shared/http/serve.ts";
 import type { Logger } from "../shared/log.ts";
@@ -12,6 +13,10 @@ export interface BuiltFunction {
   name: string;
   app: FunctionApp;
   logger: Logger;
+  /** A controller function's controller, for one process that hosts several (functions/controllers). */
+  controller?: Controller;
+  /** What its /readyz asks beyond being up (a CSI function: the driver answers Probe). */
+  ready?: () => Promise<boolean>;
   /** Releases what build() opened (API and CSI clients); the server runs it after draining. */
   close(): Promise<void>;
 }

@@ -20,6 +20,11 @@ export function createCsiControllerApp<C extends Controller>(
   return createControllerFunction({
     ...options,
     name,
-    ready: () => options.csi.probeOnce().catch(() => false),
+    ready: csiReady(options.csi),
   });
+}
+
+/** Ready while the driver answers Probe. */
+export function csiReady(csi: CsiClient): () => Promise<boolean> {
+  return () => csi.probeOnce().catch(() => false);
 }

@@ -29,11 +29,23 @@ export function isFunctionName(value: string): value is FunctionName {
   return (FUNCTION_NAMES as readonly string[]).includes(value);
 }
 
+/**
+ * What FUNCTION may name: every function, and `controllers`, one process
+ * hosting several controller functions (functions/controllers), bundled and
+ * served like them but deployed only in its place (deploy/README.md).
+ */
+export const SERVED_NAMES = [...FUNCTION_NAMES, "controllers"] as const;
+export type ServedName = (typeof SERVED_NAMES)[number];
+
+export function isServedName(value: string): value is ServedName {
+  return (SERVED_NAMES as readonly string[]).includes(value);
+}
+
 /** Whether this file runs bundled (serve.mjs), so the functions are bundles too. */
 const bundled = import.meta.url.endsWith(".mjs");
 
 /** Absolute path of a function's entry module: its sources, or its bundle when this file is bundled too. */
-export function entryPath(name: FunctionName): string {
+export function entryPath(name: ServedName): string {
   return fileURLToPath(new URL(bundled ? `./${name}/index.cjs` : `./${name}/main.ts`, import.meta.url));
 }
 
@@ -52,10 +64,10 @@ async function main(): Promise<void> {
   const tooOld = unsupportedNode(process.version);
   if (tooOld) throw new UsageError(tooOld);
   const requested = process.env.FUNCTION?.trim() ?? "";
-  const expected = `expected one of: ${FUNCTION_NAMES.join(", ")}`;
+  const expected = `expected one of: ${SERVED_NAMES.join(", ")}`;
   if (requested === "")
     throw new UsageError(`FUNCTION is not set; ${expected} (e.g. FUNCTION=binder npm run serve)`);
-  if (!isFunctionName(requested))
+  if (!isServedName(requested))
     throw new UsageError(`unknown FUNCTION ${JSON.stringify(requested)}; ${expected}`);
   const entry = entryPath(requested);
   if (!existsSync(entry)) {

@@ -18,6 +18,7 @@
 
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { SERVED_NAMES } from "../functions/serve.ts";
 import {
   type BuiltLambda,
   buildBundle,
@@ -32,7 +33,7 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const DEFAULT_FUNCTIONS_OUT_DIR = join(REPO, "dist", "functions");
 
 /**
- * Bundles functions/<name>/main.ts for each name (default: every function)
+ * Bundles functions/<name>/main.ts for each name (default: every function, and `controllers`)
  * into <name>/index.cjs, and functions/serve.ts as `serve.mjs` beside them: `FUNCTION=<name> node
  * <outDir>/serve.mjs` runs one, which is what the image does.
  */
@@ -45,6 +46,7 @@ export async function buildFunctions(
     entry: "main",
     format: "cjs",
     writeMetafile: true,
+    known: SERVED_NAMES,
     ...(options.names ? { names: options.names } : {}),
   });
   await buildBundle(join(REPO, "functions", "serve.ts"), join(outDir, SERVE_BUNDLE));

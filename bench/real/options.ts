@@ -38,6 +38,8 @@ export interface RealBenchParams {
   forwarderConcurrency?: number;
   /** WORKERS for our controller functions (upstream's tuned column runs 100 workers); undefined: their defaults. */
   workers?: number;
+  /** Our controllers in one process (FUNCTION=controllers), one delivery per change, instead of a function each. */
+  oneProcess: boolean;
   /** Longest wait for one workload to finish, seconds. */
   timeoutSeconds: number;
 }
@@ -60,6 +62,7 @@ export const USAGE = `usage: npm run bench -- --kubeconfig PATH [options]   (or 
   --resync-seconds N         how often our controllers get POST /resync (60, the PingSources' minute)
   --forwarder-concurrency N  forwarder deliveries in flight per function (the forwarder's default)
   --workers N                WORKERS of our controller functions, e.g. 100 as upstream's tuned sidecars (their defaults)
+  --one-process              our controllers in one process (FUNCTION=controllers) instead of a function each
   --timeout-seconds N        longest wait for one workload (600)`;
 
 export class RealBenchUsageError extends Error {
@@ -126,6 +129,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
         "resync-seconds": { type: "string" },
         "forwarder-concurrency": { type: "string" },
         workers: { type: "string" },
+        "one-process": { type: "boolean" },
         "timeout-seconds": { type: "string" },
       },
     }).values;
@@ -174,6 +178,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
       ? { forwarderConcurrency: int(concurrency, 16, "forwarder-concurrency", 1, 1024) }
       : {}),
     ...(workers !== undefined ? { workers: int(workers, 10, "workers", 1, 10_000) } : {}),
+    oneProcess: values["one-process"] === true,
     timeoutSeconds: int(str("timeout-seconds"), 600, "timeout-seconds", 1, 86_400),
   };
 }

@@ -46,6 +46,23 @@ export const BENCH_FUNCTIONS = systemFunctions
     f.name === "provisioner" ? { ...f, kinds: f.kinds.filter((k) => k.startsWith("PersistentVolume")) } : f,
   );
 
+/** With --one-process: admission, and the same controllers in one process fed the union of their kinds. */
+export function oneProcessFunctions(): {
+  name: string;
+  kinds: readonly string[];
+  env?: Record<string, string>;
+}[] {
+  const controllers = BENCH_FUNCTIONS.filter((f) => f.kinds.length > 0);
+  return [
+    ...BENCH_FUNCTIONS.filter((f) => f.kinds.length === 0),
+    {
+      name: "controllers",
+      kinds: [...new Set(controllers.flatMap((f) => f.kinds))],
+      env: { CONTROLLERS: controllers.map((f) => f.name).join(",") },
+    },
+  ];
+}
+
 export interface StackOptions {
   kubeconfig: string;
   kube: KubeJsonClient;
@@ -59,6 +76,8 @@ export interface StackOptions {
   forwarderConcurrency?: number;
   /** WORKERS of every controller function; undefined: each function's default. */
   workers?: number;
+  /** The controllers in one process (FUNCTION=controllers). */
+  oneProcess?: boolean;
 }
 
 /** A control plane under test: ours or upstream's. */
@@ -177,13 +196,16 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
       PROVISIONER_DRIVERS: options.driverName,
       ...(options.workers ? { WORKERS: String(options.workers) } : {}),
     };
+    const functionsRun: { name: string; kinds: readonly string[]; env?: Record<string, string> }[] =
+      options.oneProcess ? oneProcessFunctions() : [...BENCH_FUNCTIONS];
     const started = await Promise.all(
-      BENCH_FUNCTIONS.map((f) =>
+      functionsRun.map((f) =>
         spawnFunction({
           name: f.name,
           args: shipped.args,
           env: {
             ...env,
+            ...f.env,
             FUNCTION: f.name,
             ...(f.name === "admission"
               ? { TLS_CERT_FILE: join(certDir, "tls.crt"), TLS_KEY_FILE: join(certDir, "tls.key") }
@@ -198,7 +220,7 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
     await registerWebhooks(options, admission.url, certs.caCert);
     const controllers = started.filter((f) => f.name !== "admission");
     const routes = controllers
-      .map((f) => `${f.url}/=${BENCH_FUNCTIONS.find((s) => s.name === f.name)!.kinds.join(",")}`)
+      .map((f) => `${f.url}/=${functionsRun.find((s) => s.name === f.name)!.kinds.join(",")}`)
       .join(";");
     forwarder = await spawnFunction({
       name: "forwarder",

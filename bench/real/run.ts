@@ -101,6 +101,7 @@ async function runRound(
       resyncSeconds: params.resyncSeconds,
       ...(params.forwarderConcurrency ? { forwarderConcurrency: params.forwarderConcurrency } : {}),
       ...(params.workers ? { workers: params.workers } : {}),
+      ...(params.oneProcess ? { oneProcess: true } : {}),
     };
     stack =
       stackName === "ours"

@@ -57,7 +57,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     log: { info: (details, message) => logger.info(details, message) },
   });
   const app = createAttachDetachApp({ controller, logger });
-  return { name: "attach-detach", app, logger, close: () => kube.close() };
+  return { name: "attach-detach", app, controller, logger, close: () => kube.close() };
 }
 
 export async function main(): Promise<void> {

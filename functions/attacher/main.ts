@@ -15,6 +15,7 @@ import type { CSINode, PersistentVolume } from "../../shared/kube/types.ts";
 import { lazyWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
 import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
+import { csiReady } from "../csi-controller-app.ts";
 import { createAttacherApp } from "./app.ts";
 
 /** The attacher from the environment, not yet serving (lambda.ts serves its app too). */
@@ -69,7 +70,14 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     pvCopy?.get();
   }
   const app = createAttacherApp({ controller, csi, logger });
-  return { name: "attacher", app, logger, close: closeParts({ copies: [csiNodeCopy, pvCopy], kube, csi }) };
+  return {
+    name: "attacher",
+    app,
+    controller,
+    ready: csiReady(csi),
+    logger,
+    close: closeParts({ copies: [csiNodeCopy, pvCopy], kube, csi }),
+  };
 }
 
 export async function main(): Promise<void> {

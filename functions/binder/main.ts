@@ -60,6 +60,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   return {
     name: "binder",
     app,
+    controller,
     logger,
     close: closeParts({ copies: [volumeCache, claimCache, classCopy], kube }),
   };

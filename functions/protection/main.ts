@@ -17,7 +17,7 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   const kube = new KubeJsonClient(loadKubeConfig(env), { rate: knobs.kubeApiRate });
   const controller = new ProtectionController({ kube, workers: knobs.workers });
   const app = createProtectionApp({ controller, logger });
-  return { name: "protection", app, logger, close: () => kube.close() };
+  return { name: "protection", app, controller, logger, close: () => kube.close() };
 }
 
 export async function main(): Promise<void> {

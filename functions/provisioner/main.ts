@@ -25,6 +25,7 @@ import { attachmentCopyFromEnv } from "../../shared/provisioner/runtime/attachme
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { lazyTopologyCopies } from "../../shared/provisioner/runtime/topology-copies.ts";
 import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
+import { csiReady } from "../csi-controller-app.ts";
 import { createProvisionerApp } from "./app.ts";
 
 /** The external-provisioner's --timeout default. */
@@ -117,25 +118,24 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     ...(attachmentCopy ? { attachments: attachmentCopy.get } : {}),
   });
   const capacity = capacityFromEnv(env, capabilities.getCapacity);
-  const app = createProvisionerApp({
-    controller: capacity
-      ? combineControllers(controller, {
-          capacity: new CapacityController({
-            kube,
-            csi,
-            driverName,
-            ...capacity,
-            ...(topology ? { topology: topology.get } : {}),
-            ...(classCopy ? { storageClasses: classCopy.get } : {}),
-          }),
-        })
-      : controller,
-    csi,
-    logger,
-  });
+  const served = capacity
+    ? combineControllers(controller, {
+        capacity: new CapacityController({
+          kube,
+          csi,
+          driverName,
+          ...capacity,
+          ...(topology ? { topology: topology.get } : {}),
+          ...(classCopy ? { storageClasses: classCopy.get } : {}),
+        }),
+      })
+    : controller;
+  const app = createProvisionerApp({ controller: served, csi, logger });
   return {
     name: "provisioner",
     app,
+    controller: served,
+    ready: csiReady(csi),
     logger,
     close: closeParts({ copies: [topology, classCopy, attachmentCopy], kube, csi }),
   };

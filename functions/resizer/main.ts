@@ -13,6 +13,7 @@ import { createLogger } from "../../shared/log.ts";
 import { defaultTimeoutSeconds } from "../../shared/resizer/constants.ts";
 import { ResizerController, readAbilities } from "../../shared/resizer/runtime/resizer-controller.ts";
 import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
+import { csiReady } from "../csi-controller-app.ts";
 import { createResizerApp } from "./app.ts";
 
 /** The resizer from the environment, not yet serving (lambda.ts serves its app too). */
@@ -47,7 +48,14 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     });
     logger.info({ driver: driverName, ...abilities }, "resizer started");
     const app = createResizerApp({ controller, csi, logger });
-    return { name: "resizer", app, logger, close: closeParts({ kube, csi }) };
+    return {
+      name: "resizer",
+      app,
+      controller,
+      ready: csiReady(csi),
+      logger,
+      close: closeParts({ kube, csi }),
+    };
   } catch (err) {
     csi.close();
     throw err;

@@ -13,6 +13,7 @@ import {
   requestTotals,
 } from "../../bench/real/figures.ts";
 import { realParamsFromArgs, wantsRealServer } from "../../bench/real/options.ts";
+import { BENCH_FUNCTIONS, oneProcessFunctions } from "../../bench/real/ours.ts";
 import { flatFigures, isBenchObject } from "../../bench/real/workloads.ts";
 import {
   events,
@@ -48,6 +49,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(p.resyncSeconds, 60);
   assert.equal(p.forwarderConcurrency, undefined);
   assert.equal(p.workers, undefined);
+  assert.equal(p.oneProcess, false);
   assert.equal(p.upstream.csiAttacher, "/home/u/.cache/kube-storage-functions/real-cluster/bin/csi-attacher");
 
   const q = realParamsFromArgs(
@@ -68,6 +70,7 @@ test("options: the issue's workloads by default, flags over environment over the
       "4",
       "--workers",
       "100",
+      "--one-process",
     ],
     { KUBECONFIG: "/env", CSI_ATTACHER: "/a", HOME: "/home/u" },
   );
@@ -78,6 +81,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(q.upstreamDefaults, true);
   assert.equal(q.forwarderConcurrency, 4);
   assert.equal(q.workers, 100);
+  assert.equal(q.oneProcess, true);
   assert.deepEqual(q.upstream, {
     kubeControllerManager: "/bins/kube-controller-manager",
     csiProvisioner: "/p",
@@ -238,4 +242,14 @@ test("the summary judges the issue's targets: writes, Events and the late PV alw
       ["bind.1000.seconds (upstream / ours)", 1.9, false],
     ],
   );
+});
+
+test("--one-process runs admission and one `controllers` process fed every kind the separate controllers take", () => {
+  const [admission, host, ...rest] = oneProcessFunctions();
+  assert.equal(rest.length, 0);
+  assert.equal(admission?.name, "admission");
+  assert.equal(host?.name, "controllers");
+  const separate = BENCH_FUNCTIONS.filter((f) => f.kinds.length > 0);
+  assert.equal(host?.env?.CONTROLLERS, separate.map((f) => f.name).join(","));
+  assert.deepEqual(new Set(host?.kinds), new Set(separate.flatMap((f) => f.kinds)));
 });

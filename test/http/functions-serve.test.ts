@@ -5,7 +5,14 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { entryPath, FUNCTION_NAMES, isFunctionName, unsupportedNode } from "../../functions/serve.ts";
+import {
+  entryPath,
+  FUNCTION_NAMES,
+  isFunctionName,
+  isServedName,
+  SERVED_NAMES,
+  unsupportedNode,
+} from "../../functions/serve.ts";
 
 const serveScript = fileURLToPath(new URL("../../functions/serve.ts", import.meta.url));
 
@@ -26,6 +33,13 @@ test("the function names are the documented six", () => {
   assert.match(entryPath("binder"), /functions\/binder\/main\.ts$/);
 });
 
+test("FUNCTION may also name `controllers`, the host of several controller functions, which is no function of its own", () => {
+  assert.deepEqual([...SERVED_NAMES], [...FUNCTION_NAMES, "controllers"]);
+  assert.ok(isServedName("controllers"));
+  assert.ok(!isFunctionName("controllers"));
+  assert.ok(existsSync(entryPath("controllers")));
+});
+
 test("an unknown FUNCTION exits 2 and names the valid ones", () => {
   const result = serve({ FUNCTION: "nope" });
   assert.equal(result.status, 2);
@@ -44,7 +58,7 @@ test("a missing FUNCTION exits 2 with a usage hint", () => {
 });
 
 test("every function has its entry", () => {
-  for (const name of FUNCTION_NAMES) assert.ok(existsSync(entryPath(name)), `${name} has no main.ts`);
+  for (const name of SERVED_NAMES) assert.ok(existsSync(entryPath(name)), `${name} has no main.ts`);
 });
 
 test("a function whose entry is missing exits 2 saying so", () => {

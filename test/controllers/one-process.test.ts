@@ -1,0 +1,190 @@
+// Several controller functions in one process (FUNCTION=controllers): the
+// host hands each event to every controller and answers once all are done,
+// CONTROLLERS picks them, and the process, fed one event per change, does the
+// work of the separate functions on the sandbox: a claim provisioned, bound
+// and, once deleted, its volume gone.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { controllersFromEnv, HOSTABLE } from "../../functions/controllers/main.ts";
+import { FUNCTION_NAMES } from "../../functions/serve.ts";
+import { hostControllers } from "../../shared/http/combined-controller.ts";
+import type { Controller, ControllerEvent } from "../../shared/http/controller-function.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
+import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import { type FunctionProcess, startFunctionProcess } from "../helpers/function-process.ts";
+import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
+
+const event: ControllerEvent = { action: "add", kind: "PersistentVolumeClaim", apiVersion: "v1", name: "c" };
+
+/** A controller that answers after `ms`, or fails, and records what it saw. */
+function recording(name: string, ms: number, fail?: Error) {
+  const seen: string[] = [];
+  let finished = 0;
+  const controller: Controller = {
+    async handleEvent(e) {
+      seen.push(e.name);
+      await new Promise((r) => setTimeout(r, ms));
+      finished++;
+      if (fail) throw fail;
+      return [{ object: name }];
+    },
+    async resync() {
+      return { [`${name}Writes`]: 1 };
+    },
+  };
+  return { controller, seen, finished: () => finished };
+}
+
+describe("hostControllers", () => {
+  it("hands each event to every controller and answers with all their reports", async () => {
+    const a = recording("a", 5);
+    const b = recording("b", 1);
+    const host = hostControllers({ a: a.controller, b: b.controller });
+    assert.deepEqual(await host.handleEvent(event), [{ object: "a" }, { object: "b" }]);
+    assert.deepEqual([a.seen, b.seen], [["c"], ["c"]]);
+  });
+
+  it("a failure is the answer only once every controller is done with the event", async () => {
+    const failing = recording("failing", 1, new Error("lost"));
+    const slow = recording("slow", 40);
+    const host = hostControllers({ failing: failing.controller, slow: slow.controller });
+    await assert.rejects(host.handleEvent(event), /lost/);
+    assert.equal(slow.finished(), 1, "the slow controller finished before the answer");
+  });
+
+  it("a resync runs every pass and reports each under its name", async () => {
+    const host = hostControllers({ a: recording("a", 0).controller, b: recording("b", 0).controller });
+    assert.deepEqual(await host.resync(), { a: { aWrites: 1 }, b: { bWrites: 1 } });
+  });
+
+  it("hosts at least one", () => assert.throws(() => hostControllers({}), /no controllers/));
+});
+
+describe("CONTROLLERS", () => {
+  it("every controller function by default: each function but admission, the webhook", () => {
+    assert.deepEqual(
+      controllersFromEnv({}),
+      FUNCTION_NAMES.filter((name) => name !== "admission"),
+    );
+    assert.deepEqual(controllersFromEnv({ CONTROLLERS: "  " }), HOSTABLE);
+  });
+  it("a list picks some, whatever its order, spaces or repeats", () =>
+    assert.deepEqual(controllersFromEnv({ CONTROLLERS: "protection, binder,binder" }), [
+      "binder",
+      "protection",
+    ]));
+  for (const bad of ["admission", "Binder", "binder,,provisioner", "controllers"])
+    it(`refuses ${JSON.stringify(bad)}`, () =>
+      assert.throws(
+        () => controllersFromEnv({ CONTROLLERS: bad }),
+        /CONTROLLERS: .* is not a controller function/,
+      ));
+});
+
+describe("FUNCTION=controllers as a process over the sandbox", () => {
+  let sandbox: TestSandbox;
+  let kube: KubeJsonClient;
+  let host: FunctionProcess;
+  const driver = "hostpath.csi.k8s.io";
+
+  before(async () => {
+    sandbox = await startTestSandbox();
+    kube = new KubeJsonClient(sandbox.kubeConfig);
+    await sandbox.admin.seed([
+      {
+        apiVersion: "storage.k8s.io/v1",
+        kind: "StorageClass",
+        metadata: { name: "fast" },
+        provisioner: driver,
+        reclaimPolicy: "Delete",
+        volumeBindingMode: "Immediate",
+      },
+    ]);
+    host = await startFunctionProcess("controllers", {
+      KUBECONFIG: sandbox.kubeconfigPath,
+      CSI_ENDPOINT: sandbox.csiEndpoint,
+      DRIVER_NAME: driver,
+      CONTROLLERS: "binder,provisioner,protection",
+    });
+  });
+  after(async () => {
+    await host?.stop();
+    await kube.close();
+    await sandbox.close();
+  });
+
+  /** Delivers the object's current state once, as the forwarder would, and returns the answer. */
+  async function deliver(kind: "PersistentVolumeClaim" | "PersistentVolume", object: object) {
+    const r = await fetch(`${host.url}/`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ type: "MODIFIED", object: { kind, apiVersion: "v1", ...object } }),
+    });
+    assert.equal(r.status, 200, await r.clone().text());
+    return (await r.json()) as { results: { synced: { object: string; outcome: string }[] }[] };
+  }
+
+  const claim = (): Promise<PersistentVolumeClaim> =>
+    kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "hosted", "default");
+
+  it("is ready once every hosted controller is (the provisioner's driver answers Probe)", async () => {
+    assert.equal((await fetch(`${host.url}/readyz`)).status, 200);
+  });
+
+  it("one delivery per change does the binder's, the provisioner's and protection's work", async () => {
+    await kube.create(persistentVolumeClaims, {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "hosted", namespace: "default" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        resources: { requests: { storage: "1Gi" } },
+        storageClassName: "fast",
+      },
+    });
+    // Each change is delivered once, until the claim is Bound: every controller answers every delivery.
+    const outcomes: string[] = [];
+    for (let i = 0; i < 10 && (await claim()).status?.phase !== "Bound"; i++) {
+      const answer = await deliver("PersistentVolumeClaim", await claim());
+      outcomes.push(...answer.results.flatMap((r) => r.synced.map((s) => `${s.object}: ${s.outcome}`)));
+      const name = (await claim()).spec.volumeName ?? `pvc-${(await claim()).metadata.uid}`;
+      const pv = await kube.get<PersistentVolume>(persistentVolumes, name).catch(() => undefined);
+      if (pv) await deliver("PersistentVolume", pv);
+    }
+    const bound = await claim();
+    assert.equal(bound.status?.phase, "Bound", outcomes.join("\n"));
+    assert.ok(
+      bound.metadata.finalizers?.includes("kubernetes.io/pvc-protection"),
+      "protection added its finalizer",
+    );
+    assert.ok(
+      outcomes.some((o) => /provisioned volume pvc-/.test(o)),
+      outcomes.join("\n"),
+    );
+
+    // Deleted: protection lets the claim go, the binder releases the volume, the provisioner deletes it.
+    const volumeName = bound.spec.volumeName as string;
+    await kube.delete(persistentVolumeClaims, "hosted", "default");
+    for (let i = 0; i < 10; i++) {
+      const left = await claim().catch(() => undefined);
+      if (left) await deliver("PersistentVolumeClaim", left);
+      else await deliver("PersistentVolumeClaim", { ...bound, metadata: { ...bound.metadata } });
+      const pv = await kube.get<PersistentVolume>(persistentVolumes, volumeName).catch(() => undefined);
+      if (!pv && !left) break;
+      if (pv) await deliver("PersistentVolume", pv);
+    }
+    await assert.rejects(claim(), /404|not found/i);
+    await assert.rejects(kube.get(persistentVolumes, volumeName), /404|not found/i);
+    assert.equal((await sandbox.csi.volumes()).length, 0, "the backing volume is gone");
+  });
+
+  it("POST /resync runs each hosted controller's pass and reports it by name", async () => {
+    const r = await fetch(`${host.url}/resync`, { method: "POST" });
+    assert.equal(r.status, 200);
+    const body = (await r.json()) as Record<string, unknown>;
+    const text = JSON.stringify(body);
+    for (const name of ["binder", "provisioner", "protection"]) assert.match(text, new RegExp(`"${name}"`));
+    assert.doesNotMatch(text, /"attacher"/);
+  });
+});
