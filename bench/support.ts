@@ -107,14 +107,15 @@ export function cpuSnapshot(): CpuSnapshot {
   let machine = Number.NaN;
   let own = Number.NaN;
   try {
-    // cpu  user nice system idle iowait irq softirq steal ...: busy = all but idle and iowait.
+    // cpu  user nice system idle iowait irq softirq steal guest guest_nice: busy = user, nice, system,
+    // irq, softirq (steal is a virtual machine's time its host gave to others; guest is counted in user).
     const fields = readFileSync("/proc/stat", "utf8")
       .split("\n")[0]!
       .trim()
       .split(/\s+/)
       .slice(1)
       .map(Number);
-    machine = fields.reduce((a, b, i) => (i === 3 || i === 4 ? a : a + b), 0) / CLOCK_TICKS;
+    machine = [0, 1, 2, 5, 6].reduce((a, i) => a + (fields[i] ?? 0), 0) / CLOCK_TICKS;
     // utime stime cutime cstime are fields 14-17, counted after the parenthesised command name.
     const stat = readFileSync("/proc/self/stat", "utf8");
     const after = stat

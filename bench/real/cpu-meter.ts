@@ -44,10 +44,17 @@ export function parseProcStat(stat: string): ProcTicks | undefined {
   return Number.isFinite(ticks) ? { command: stat.slice(open + 1, close), ticks } : undefined;
 }
 
-/** Busy ticks of the whole machine from /proc/stat's first line (all but idle and iowait). */
+/** /proc/stat's cpu fields this machine ran something in: user, nice, system, irq, softirq. */
+const BUSY_FIELDS = [0, 1, 2, 5, 6];
+
+/**
+ * Busy ticks of the whole machine from /proc/stat's first line: not idle or
+ * iowait, nor steal (a virtual machine's CPU time its host gave to others),
+ * nor guest time (already counted in user and nice).
+ */
 export function parseMachineTicks(procStat: string): number {
   const fields = (procStat.split("\n")[0] ?? "").trim().split(/\s+/).slice(1).map(Number);
-  return fields.reduce((sum, v, i) => (i === 3 || i === 4 || !Number.isFinite(v) ? sum : sum + v), 0);
+  return BUSY_FIELDS.reduce((sum, i) => sum + (Number.isFinite(fields[i]) ? (fields[i] as number) : 0), 0);
 }
 
 /** The control plane's own processes, recognised by command wherever they were started from. */

@@ -21,8 +21,8 @@ test("parseProcStat: utime + stime, and the command even with spaces and parenth
   assert.equal(parseProcStat("1 (short) S 1"), undefined);
 });
 
-test("parseMachineTicks: every field of the cpu line but idle and iowait", () => {
-  assert.equal(parseMachineTicks("cpu  100 5 50 9000 70 3 2 0 0 0\ncpu0 1 2 3 4"), 160);
+test("parseMachineTicks: user, nice, system, irq and softirq; not idle, iowait, steal or guest", () => {
+  assert.equal(parseMachineTicks("cpu  100 5 50 9000 70 3 2 400 30 1\ncpu0 1 2 3 4"), 160);
   assert.equal(parseMachineTicks(""), 0);
 });
 
