@@ -9,7 +9,7 @@
 // are what the resync is for (DESIGN.md invariant 5).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type ControllerName, controllerNames, type Fleet } from "./fleet.ts";
+import type { ControllerName, Fleet } from "./fleet.ts";
 import { sleep } from "./options.ts";
 
 export interface DispatcherOptions {
@@ -80,7 +80,7 @@ export class Dispatcher {
 
   constructor(options: DispatcherOptions) {
     this.options = options;
-    for (const c of controllerNames) {
+    for (const c of options.fleet.controllers) {
       this.pool.set(c, []);
       this.inFlight.set(c, 0);
     }
@@ -103,7 +103,7 @@ export class Dispatcher {
   }
 
   private receive(req: IncomingMessage, res: ServerResponse): void {
-    const controller = controllerNames.find((c) => req.url === `/${c}`);
+    const controller = this.options.fleet.controllers.find((c) => req.url === `/${c}`);
     if (req.method !== "POST" || !controller) {
       res.writeHead(404).end();
       return;
@@ -235,7 +235,7 @@ export class Dispatcher {
   /** Nothing held, pooled or in flight. */
   get isIdle(): boolean {
     if (this.held > 0) return false;
-    for (const c of controllerNames) {
+    for (const c of this.options.fleet.controllers) {
       if (this.pool.get(c)!.length > 0 || this.inFlight.get(c)! > 0) return false;
     }
     return true;
@@ -247,7 +247,7 @@ export class Dispatcher {
    * (Retry-After), which the object's own retry-after annotation also says.
    */
   idleButBackoff(graceMs: number): boolean {
-    for (const c of controllerNames) {
+    for (const c of this.options.fleet.controllers) {
       if (this.pool.get(c)!.length > 0 || this.inFlight.get(c)! > 0) return false;
     }
     const soon = Date.now() + graceMs;

@@ -7,7 +7,13 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { sleep } from "./options.ts";
 
-export type ControllerName = "binder" | "provisioner" | "attacher" | "attach-detach" | "resizer";
+export type ControllerName =
+  | "binder"
+  | "provisioner"
+  | "attacher"
+  | "attach-detach"
+  | "resizer"
+  | "controllers";
 export const controllerNames: readonly ControllerName[] = [
   "binder",
   "provisioner",
@@ -15,6 +21,9 @@ export const controllerNames: readonly ControllerName[] = [
   "attach-detach",
   "resizer",
 ];
+
+/** With --one-process: every instance hosts all of controllerNames (CONTROLLERS), fed the union of their routes. */
+export const oneProcessNames: readonly ControllerName[] = ["controllers"];
 
 const serveScript = fileURLToPath(new URL("../../functions/serve.ts", import.meta.url));
 const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -144,21 +153,29 @@ export class Fleet {
     for (const i of [...this.live.values()].flat()) i.child.kill("SIGKILL");
   };
 
-  constructor(options: { env: Record<string, string>; instances: number }) {
+  /** The functions each instance slot runs: controllerNames, or oneProcessNames. */
+  readonly controllers: readonly ControllerName[];
+
+  constructor(options: {
+    env: Record<string, string>;
+    instances: number;
+    controllers?: readonly ControllerName[];
+  }) {
     this.env = options.env;
     this.perController = options.instances;
-    for (const c of controllerNames) this.live.set(c, []);
+    this.controllers = options.controllers ?? controllerNames;
+    for (const c of this.controllers) this.live.set(c, []);
     // A harness that dies (an uncaught error, Ctrl-C) must not leave 32 function processes behind.
     process.once("exit", this.killAllOnExit);
   }
 
   /** Starts every instance, a few at a time (each start costs a second of CPU on a small machine). */
   async start(): Promise<void> {
-    const todo = controllerNames.flatMap((c) =>
+    const todo = this.controllers.flatMap((c) =>
       Array.from({ length: this.perController }, (_, slot) => ({ c, slot })),
     );
     // One instance of each controller at a time.
-    const parallel = controllerNames.length;
+    const parallel = this.controllers.length;
     for (let i = 0; i < todo.length; i += parallel) {
       await Promise.all(todo.slice(i, i + parallel).map(({ c, slot }) => this.launch(c, slot)));
     }
@@ -243,7 +260,7 @@ export class Fleet {
    * and starts its replacement in the background. Returns what was killed.
    */
   killOne(random: () => number): string | undefined {
-    const candidates = controllerNames.filter(
+    const candidates = this.controllers.filter(
       (c) => !this.restarting.has(c) && this.live.get(c)!.length > (this.perController > 1 ? 1 : 0),
     );
     if (candidates.length === 0 || this.stopping) return undefined;

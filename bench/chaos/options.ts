@@ -16,6 +16,8 @@ export interface ChaosOptions {
   churnClaims: number;
   /** Function processes per controller. */
   instances: number;
+  /** The controllers hosted by one process each instance (FUNCTION=controllers) instead of a function each. */
+  oneProcess: boolean;
   /** Shortest chaos phase, seconds (faults, kills and pod churn on). */
   chaosSeconds: number;
   /** The chaos phase also lasts until this fraction of claims is Bound, up to maxChaosSeconds. */
@@ -60,6 +62,7 @@ export const defaultChaosOptions: ChaosOptions = {
   resizableFraction: 0.5,
   resizeStepTimeoutMs: 30_000,
   instances: 8,
+  oneProcess: false,
   chaosSeconds: 60,
   boundFractionToEndChaos: 0.9,
   maxChaosSeconds: 600,

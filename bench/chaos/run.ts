@@ -42,7 +42,7 @@ import { createLogger } from "../../shared/log.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
 import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { Dispatcher, type DispatcherStats } from "./dispatcher.ts";
-import { type ControllerName, controllerNames, Fleet, type FleetStats } from "./fleet.ts";
+import { type ControllerName, controllerNames, Fleet, type FleetStats, oneProcessNames } from "./fleet.ts";
 import { checkInvariants, type Example, type InvariantName } from "./invariants.ts";
 import { type ChaosOptions, sleep } from "./options.ts";
 import { type ResizePlan, type ResizeStats, ResizeWorkload, resizePlans } from "./resize-workload.ts";
@@ -70,7 +70,9 @@ const routedKinds: Record<ControllerName, string[]> = {
   "attach-detach": ["Pod", "Node", "PersistentVolumeClaim", "PersistentVolume", "VolumeAttachment"],
   attacher: ["VolumeAttachment", "PersistentVolume"],
   resizer: ["PersistentVolumeClaim", "PersistentVolume"],
+  controllers: [],
 };
+routedKinds.controllers = [...new Set(controllerNames.flatMap((c) => routedKinds[c]))];
 
 export interface ChaosReport {
   /** Every invariant 0, every claim Bound, and the system went quiet. */
@@ -445,17 +447,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       staticVolumes.set(name, handle);
       await harness.create(persistentVolumes, staticVolume(name, driverName, handle));
     });
+    const hosts = options.oneProcess ? oneProcessNames : controllerNames;
     say(
-      `setup: ${staticVolumes.size} static PVs with backing volumes; starting ${options.instances}x${controllerNames.length} functions`,
+      `setup: ${staticVolumes.size} static PVs with backing volumes; starting ${options.instances}x${hosts.length} functions (${hosts.join(", ")})`,
     );
 
     const fleet = new Fleet({
       instances: options.instances,
+      controllers: hosts,
       env: {
         KUBECONFIG: sandbox.kubeconfigPath,
         CSI_ENDPOINT: sandbox.csi.endpoint,
         DRIVER_NAME: driverName,
         PROVISIONER_DRIVERS: driverName,
+        ...(options.oneProcess ? { CONTROLLERS: controllerNames.join(",") } : {}),
       },
     });
     cleanups.push(() => fleet.stop());
@@ -471,7 +476,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     cleanups.push(() => dispatcher.close());
     const forwarder: Forwarder = startForwarder({
       kubeConfig,
-      routes: controllerNames.map((c) => ({ url: dispatcher.routeUrl(c), kinds: routedKinds[c] })),
+      routes: hosts.map((c) => ({ url: dispatcher.routeUrl(c), kinds: routedKinds[c] })),
       logger: createLogger({ name: "forwarder", level: "error" }),
       metrics: createMetricsRegistry({ defaultMetrics: false }),
       // Faults hit the forwarder's relists too; it should come back quickly, not after 30 s.
@@ -570,7 +575,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       if (options.resyncIntervalMs <= 0) return;
       while (chaosOn) {
         await sleepWhile(options.resyncIntervalMs, () => chaosOn);
-        if (chaosOn) await Promise.all(controllerNames.map((c) => resync(c)));
+        if (chaosOn) await Promise.all(hosts.map((c) => resync(c)));
       }
     })();
 
@@ -739,7 +744,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       for (let pass = 1; pass <= options.settleMaxPasses && Date.now() < settleDeadline; pass++) {
         passes++;
         const before = writeCounts(await counters()).objects;
-        await Promise.all(controllerNames.map((c) => resync(c)));
+        await Promise.all(hosts.map((c) => resync(c)));
         await drained();
         const wrote = writeCounts(await counters()).objects - before;
         quietPasses = wrote === 0 ? quietPasses + 1 : 0;
@@ -765,7 +770,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // A grown file system waits for a pod (FileSystemResizePending): as a user would, start one on
     // every such claim, let the kubelet expand it, remove the pods, and settle again.
     const finishing = await finishNodeExpansion(harness, say, async () => {
-      await Promise.all(controllerNames.map((c) => resync(c)));
+      await Promise.all(hosts.map((c) => resync(c)));
     });
     if (finishing.pods > 0) quiet = await settle();
     const tSettle = Date.now();
