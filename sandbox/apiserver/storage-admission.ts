@@ -18,6 +18,8 @@
 // PersistentVolumeClaimResize, the validating one, is claim-resize.ts. A
 // sandbox started with `disableAdmissionPlugins` is a kube-apiserver run with
 // --disable-admission-plugins: our webhooks then do these jobs alone.
+import { defaultStorageClass } from "../../shared/kube/claim-class.ts";
+import type { StorageClass } from "../../shared/kube/types.ts";
 import {
   annBetaStorageClass,
   pvcProtectionFinalizer,
@@ -43,30 +45,6 @@ export const MUTATING_STORAGE_PLUGINS: readonly StorageAdmissionPlugin[] = [
   "DefaultStorageClass",
   "StorageObjectInUseProtection",
 ];
-
-const DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class";
-const BETA_DEFAULT_CLASS = "storageclass.beta.kubernetes.io/is-default-class";
-
-function isDefaultClass(c: KubeObject): boolean {
-  const a = c.metadata.annotations ?? {};
-  return a[DEFAULT_CLASS] === "true" || a[BETA_DEFAULT_CLASS] === "true";
-}
-
-/** The newest default class, ties by name; undefined when none is marked default. */
-export function newestDefaultClass(classes: readonly KubeObject[]): KubeObject | undefined {
-  let best: KubeObject | undefined;
-  let bestAt = Number.NEGATIVE_INFINITY;
-  for (const c of classes) {
-    if (!isDefaultClass(c)) continue;
-    const at = Date.parse(c.metadata.creationTimestamp ?? "") || 0;
-    const name = c.metadata.name ?? "";
-    if (best === undefined || at > bestAt || (at === bestAt && name < (best.metadata.name ?? ""))) {
-      best = c;
-      bestAt = at;
-    }
-  }
-  return best;
-}
 
 function specOf(o: KubeObject): Record<string, unknown> | undefined {
   const s = o.spec;
@@ -94,11 +72,12 @@ export function admitStorageCreate(
   if (group !== "") return;
   if (plural === "persistentvolumeclaims") {
     if (enabled.has("DefaultStorageClass")) {
+      // Before validation the spec may be anything, so not claimHasClass's typed read; the same rule.
       const claimSpec = specOf(o);
       const hasClass =
         o.metadata.annotations?.[annBetaStorageClass] !== undefined ||
         (claimSpec?.storageClassName !== undefined && claimSpec.storageClassName !== null);
-      const def = hasClass ? undefined : newestDefaultClass(classes());
+      const def = hasClass ? undefined : defaultStorageClass(classes() as readonly StorageClass[]);
       if (def?.metadata.name) o.spec = { ...claimSpec, storageClassName: def.metadata.name };
     }
     if (enabled.has("StorageObjectInUseProtection")) addFinalizer(o, pvcProtectionFinalizer);

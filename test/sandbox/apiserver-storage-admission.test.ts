@@ -8,7 +8,6 @@ import { after, before, beforeEach, describe, it } from "node:test";
 import { type ApiServerHandle, startApiServer } from "../../sandbox/apiserver/server.ts";
 import {
   admitStorageCreate,
-  newestDefaultClass,
   STORAGE_ADMISSION_PLUGINS,
   type StorageAdmissionPlugin,
 } from "../../sandbox/apiserver/storage-admission.ts";
@@ -121,10 +120,6 @@ describe("admitStorageCreate", () => {
         assert.equal((o.spec as Record<string, unknown> | undefined)?.storageClassName, c.storageClassName);
     });
   }
-
-  it("newestDefaultClass: none among no classes", () => {
-    assert.equal(newestDefaultClass([]), undefined);
-  });
 });
 
 describe("over HTTP", () => {
