@@ -101,21 +101,26 @@ export interface CpuSnapshot {
   ownSeconds: number;
 }
 
-const CLOCK_TICKS = 100; // USER_HZ on Linux
+export const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/** /proc/stat's cpu fields this machine ran something in: user, nice, system, irq, softirq. */
+const BUSY_FIELDS = [0, 1, 2, 5, 6];
+
+/**
+ * Busy ticks of the whole machine from /proc/stat's first line: not idle or
+ * iowait, nor steal (a virtual machine's CPU time its host gave to others),
+ * nor guest time (already counted in user and nice).
+ */
+export function parseMachineTicks(procStat: string): number {
+  const fields = (procStat.split("\n")[0] ?? "").trim().split(/\s+/).slice(1).map(Number);
+  return BUSY_FIELDS.reduce((sum, i) => sum + (Number.isFinite(fields[i]) ? (fields[i] as number) : 0), 0);
+}
 
 export function cpuSnapshot(): CpuSnapshot {
   let machine = Number.NaN;
   let own = Number.NaN;
   try {
-    // cpu  user nice system idle iowait irq softirq steal guest guest_nice: busy = user, nice, system,
-    // irq, softirq (steal is a virtual machine's time its host gave to others; guest is counted in user).
-    const fields = readFileSync("/proc/stat", "utf8")
-      .split("\n")[0]!
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    machine = [0, 1, 2, 5, 6].reduce((a, i) => a + (fields[i] ?? 0), 0) / CLOCK_TICKS;
+    machine = parseMachineTicks(readFileSync("/proc/stat", "utf8")) / CLOCK_TICKS;
     // utime stime cutime cstime are fields 14-17, counted after the parenthesised command name.
     const stat = readFileSync("/proc/self/stat", "utf8");
     const after = stat

@@ -4,9 +4,7 @@
 // busy is bound by the CPU its stack makes everyone spend, not by its waits:
 // these figures say which it was (busyPercent) and who spent it.
 import { readdirSync, readFileSync } from "node:fs";
-import { round } from "../support.ts";
-
-const CLOCK_TICKS = 100; // USER_HZ on Linux
+import { CLOCK_TICKS, parseMachineTicks, round } from "../support.ts";
 
 /** A process of the stack under test, by the name the report gives it. */
 export interface NamedProcess {
@@ -42,19 +40,6 @@ export function parseProcStat(stat: string): ProcTicks | undefined {
     .split(/\s+/);
   const ticks = Number(after[11]) + Number(after[12]);
   return Number.isFinite(ticks) ? { command: stat.slice(open + 1, close), ticks } : undefined;
-}
-
-/** /proc/stat's cpu fields this machine ran something in: user, nice, system, irq, softirq. */
-const BUSY_FIELDS = [0, 1, 2, 5, 6];
-
-/**
- * Busy ticks of the whole machine from /proc/stat's first line: not idle or
- * iowait, nor steal (a virtual machine's CPU time its host gave to others),
- * nor guest time (already counted in user and nice).
- */
-export function parseMachineTicks(procStat: string): number {
-  const fields = (procStat.split("\n")[0] ?? "").trim().split(/\s+/).slice(1).map(Number);
-  return BUSY_FIELDS.reduce((sum, i) => sum + (Number.isFinite(fields[i]) ? (fields[i] as number) : 0), 0);
 }
 
 /** The control plane's own processes, recognised by command wherever they were started from. */

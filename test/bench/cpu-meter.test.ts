@@ -3,8 +3,9 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { test } from "node:test";
-import { cpuBetween, parseMachineTicks, parseProcStat, startCpuWindow } from "../../bench/real/cpu-meter.ts";
+import { cpuBetween, parseProcStat, startCpuWindow } from "../../bench/real/cpu-meter.ts";
 import { flatFigures } from "../../bench/real/workloads.ts";
+import { parseMachineTicks } from "../../bench/support.ts";
 
 /** A /proc/<pid>/stat line with the given command, utime and stime (the other fields as Linux writes them). */
 function statLine(pid: number, command: string, utime: number, stime: number): string {
