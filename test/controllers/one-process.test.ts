@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { controllersFromEnv, HOSTABLE } from "../../functions/controllers/main.ts";
 import { FUNCTION_NAMES } from "../../functions/serve.ts";
-import { hostControllers } from "../../shared/http/combined-controller.ts";
+import { combineControllers, hostControllers } from "../../shared/http/combined-controller.ts";
 import type { Controller, ControllerEvent } from "../../shared/http/controller-function.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
@@ -59,6 +59,17 @@ describe("hostControllers", () => {
   });
 
   it("hosts at least one", () => assert.throws(() => hostControllers({}), /no controllers/));
+});
+
+describe("combineControllers (the provisioner and its capacity tracking)", () => {
+  it("waits for every controller too, and reports the primary's resync at the top", async () => {
+    const failing = recording("failing", 1, new Error("lost"));
+    const slow = recording("slow", 40);
+    const combined = combineControllers(failing.controller, { slow: slow.controller });
+    await assert.rejects(combined.handleEvent(event), /lost/);
+    assert.equal(slow.finished(), 1, "the slow controller finished before the answer");
+    assert.deepEqual(await combined.resync(), { failingWrites: 1, slow: { slowWrites: 1 } });
+  });
 });
 
 describe("CONTROLLERS", () => {
