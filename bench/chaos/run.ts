@@ -64,15 +64,18 @@ import {
 } from "./workload.ts";
 
 /** The kinds each controller's route carries, as `npm start` routes them (sandbox/run-system.ts). */
-const routedKinds: Record<ControllerName, string[]> = {
+const separateKinds: Record<Exclude<ControllerName, "controllers">, string[]> = {
   binder: ["PersistentVolumeClaim", "PersistentVolume"],
   provisioner: ["PersistentVolumeClaim", "PersistentVolume"],
   "attach-detach": ["Pod", "Node", "PersistentVolumeClaim", "PersistentVolume", "VolumeAttachment"],
   attacher: ["VolumeAttachment", "PersistentVolume"],
   resizer: ["PersistentVolumeClaim", "PersistentVolume"],
-  controllers: [],
 };
-routedKinds.controllers = [...new Set(controllerNames.flatMap((c) => routedKinds[c]))];
+/** The one-process host takes every kind its controllers take. */
+const routedKinds: Record<ControllerName, string[]> = {
+  ...separateKinds,
+  controllers: [...new Set(Object.values(separateKinds).flat())],
+};
 
 export interface ChaosReport {
   /** Every invariant 0, every claim Bound, and the system went quiet. */
