@@ -46,12 +46,15 @@ export const BENCH_FUNCTIONS = systemFunctions
     f.name === "provisioner" ? { ...f, kinds: f.kinds.filter((k) => k.startsWith("PersistentVolume")) } : f,
   );
 
-/** With --one-process: admission, and the same controllers in one process fed the union of their kinds. */
-export function oneProcessFunctions(): {
+/** A function the bench starts: the kinds the forwarder sends it, and environment of its own. */
+export interface BenchFunction {
   name: string;
   kinds: readonly string[];
   env?: Record<string, string>;
-}[] {
+}
+
+/** With --one-process: admission, and the same controllers in one process fed the union of their kinds. */
+export function oneProcessFunctions(): BenchFunction[] {
   const controllers = BENCH_FUNCTIONS.filter((f) => f.kinds.length > 0);
   return [
     ...BENCH_FUNCTIONS.filter((f) => f.kinds.length === 0),
@@ -196,8 +199,7 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
       PROVISIONER_DRIVERS: options.driverName,
       ...(options.workers ? { WORKERS: String(options.workers) } : {}),
     };
-    const functionsRun: { name: string; kinds: readonly string[]; env?: Record<string, string> }[] =
-      options.oneProcess ? oneProcessFunctions() : [...BENCH_FUNCTIONS];
+    const functionsRun: BenchFunction[] = options.oneProcess ? oneProcessFunctions() : [...BENCH_FUNCTIONS];
     const started = await Promise.all(
       functionsRun.map((f) =>
         spawnFunction({
