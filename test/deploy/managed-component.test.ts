@@ -6,15 +6,20 @@
 // three patch forms the component uses and refuses anything else; when
 // `kubectl kustomize` is on PATH its rendering must name the same objects.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { sidecarFunctions } from "../../sandbox/system.ts";
-import { isRecord } from "../../shared/is-record.ts";
-import { DEPLOY, field, loadManifests, type Manifest, readKustomization } from "./manifests.ts";
+import {
+  DEPLOY,
+  field,
+  idOf,
+  kubectlKustomize,
+  loadManifests,
+  type Manifest,
+  readKustomization,
+} from "./manifests.ts";
 
 const COMPONENT = "components/managed";
 /** What kube-controller-manager keeps doing in managed mode. */
@@ -23,112 +28,30 @@ const REMOVED = ["binder", "attach-detach", "protection"];
 const KEPT = ["admission", "provisioner", "attacher", "resizer"];
 const VA_HOOK = "volumeattachments.validate.storage.kube-storage-functions.io";
 
-interface Target {
-  group?: string;
-  version?: string;
-  kind?: string;
-  name?: string;
-}
-interface PatchRef {
-  path?: string;
-  patch?: string;
-  target?: Target;
-}
-
-const groupVersion = (m: { apiVersion: string }): [string, string] =>
-  m.apiVersion.includes("/") ? (m.apiVersion.split("/") as [string, string]) : ["", m.apiVersion];
-
-const idOf = (m: Manifest): string =>
-  `${m.kind}.${groupVersion(m)[0] || "core"}/${m.metadata.namespace ? `${m.metadata.namespace}/` : ""}${m.metadata.name}`;
-
-function matches(m: Manifest, t: Target): boolean {
-  const [group, version] = groupVersion(m);
-  return (
-    (t.kind === undefined || t.kind === m.kind) &&
-    // kustomize reads a target's name as a regular expression of the whole name.
-    (t.name === undefined || new RegExp(`^(?:${t.name})$`).test(m.metadata.name)) &&
-    (t.group === undefined || t.group === group) &&
-    (t.version === undefined || t.version === version)
-  );
-}
-
-/**
- * A strategic-merge patch other than a whole-object delete, the way the
- * component writes them: a ClusterRole whose `rules` (no merge key) replace
- * the base's, and webhooks (merge key `name`) deleted with `$patch: delete`.
- */
-function applyStrategic(objects: Manifest[], patch: Record<string, unknown>, where: string): void {
-  const [target, ...more] = objects;
-  if (target === undefined || more.length > 0) throw new Error(`${where}: must match exactly one object`);
-  for (const [key, value] of Object.entries(patch)) {
-    if (key === "apiVersion" || key === "kind" || key === "metadata") continue;
-    if (key === "rules" && target.kind === "ClusterRole") target.rules = structuredClone(value);
-    else if (key === "webhooks" && Array.isArray(value) && Array.isArray(target.webhooks)) {
-      let hooks: unknown[] = target.webhooks;
-      for (const entry of value) {
-        if (!isRecord(entry) || entry.$patch !== "delete" || typeof entry.name !== "string")
-          throw new Error(`${where}: only \`$patch: delete\` of a webhook by name is read here`);
-        const before = hooks.length;
-        hooks = hooks.filter((w) => !isRecord(w) || w.name !== entry.name);
-        if (hooks.length !== before - 1) throw new Error(`${where}: no webhook ${entry.name}`);
-      }
-      target.webhooks = hooks;
-    } else throw new Error(`${where}: field ${key} of ${target.kind} is not read here`);
-  }
-}
+/** The patches of the component that aim at components/one-process's objects (absent here). */
+const ONE_PROCESS_PATCHES = [
+  `deploy/${COMPONENT}: patch ^controllers$`,
+  `deploy/${COMPONENT}: patch ^controllers-events$`,
+];
 
 /** deploy/ with the component's patches applied, in order. */
 function renderManaged(): Manifest[] {
-  let objects = loadManifests();
-  const component = readKustomization(COMPONENT) as ReturnType<typeof readKustomization> & {
-    patches?: PatchRef[];
-  };
+  const component = readKustomization(COMPONENT);
   assert.equal(component.kind, "Component");
   assert.deepEqual(component.resources ?? [], [], "the component only takes away and narrows");
   for (const ref of component.patches ?? []) {
-    const where = `deploy/${COMPONENT}: ${ref.path ?? ref.target?.name}`;
     const text = ref.path !== undefined ? readFileSync(join(DEPLOY, COMPONENT, ref.path), "utf8") : ref.patch;
-    if (text === undefined) throw new Error(`${where}: neither path nor patch`);
-    const docs = parseAllDocuments(text).map((d) => d.toJS() as unknown);
     assert.equal(
-      docs.length,
+      parseAllDocuments(text ?? "").length,
       1,
-      `${where}: one document per patch (kustomize 5.5 crashes on several deletes)`,
+      `${ref.path ?? ref.target?.name}: one document per patch (kustomize 5.5 crashes on several deletes)`,
     );
-    const patch = docs[0];
-    if (!isRecord(patch) || typeof patch.kind !== "string" || typeof patch.apiVersion !== "string")
-      throw new Error(`${where}: not an object patch`);
-    const [group, version] = groupVersion(patch as { apiVersion: string });
-    // With a target the patch goes to every object it names; without one, to the object it names itself.
-    const name = field(patch, "metadata.name");
-    const t: Target = ref.target ?? { group, version, kind: patch.kind, name: String(name) };
-    const hit = objects.filter((m) => matches(m, t));
-    // kustomize accepts a target that matches nothing; a stale name should fail here instead.
-    assert.ok(hit.length > 0, `${where}: matches no object of deploy/`);
-    if (patch.$patch === "delete") objects = objects.filter((m) => !hit.includes(m));
-    else applyStrategic(hit, patch, where);
   }
+  // kustomize accepts a target that matches nothing; only the one-process patches may, here.
+  const unmatched: string[] = [];
+  const objects = loadManifests([COMPONENT], { unmatched });
+  assert.deepEqual(unmatched, ONE_PROCESS_PATCHES);
   return objects;
-}
-
-/** `kubectl kustomize` of deploy/ with the component, or undefined when kubectl is not installed. */
-function kubectlRender(): Manifest[] | undefined {
-  const probe = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
-  if (probe.error || probe.status !== 0) return undefined;
-  // An overlay inside deploy/ would be a kustomize cycle; this one sits outside, as an operator's would.
-  const dir = mkdtempSync(join(tmpdir(), "ksf-managed-"));
-  try {
-    const rel = relative(dir, DEPLOY);
-    writeFileSync(
-      join(dir, "kustomization.yaml"),
-      `resources:\n  - ${rel}\ncomponents:\n  - ${join(rel, COMPONENT)}\n`,
-    );
-    const run = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", maxBuffer: 1 << 26 });
-    assert.equal(run.status, 0, run.stderr);
-    return parseAllDocuments(run.stdout).map((d) => d.toJS() as Manifest);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 const base = loadManifests();
@@ -244,7 +167,7 @@ describe("managed-cluster mode (deploy/components/managed)", () => {
   });
 
   it("kubectl kustomize, where installed, renders the same objects and the same narrowed role and hooks", () => {
-    const rendered = kubectlRender();
+    const rendered = kubectlKustomize([COMPONENT]);
     // kubectl is optional for the test suite; the reader above is the check that always runs.
     if (rendered === undefined) {
       assert.ok(managed.length > 0);

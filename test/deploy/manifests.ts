@@ -1,14 +1,18 @@
 // Reads deploy/ the way `kubectl apply -k deploy/` would see it: every file
 // kustomization.yaml lists, split into documents, with the kustomization's
 // namespace applied to namespaced objects that name none, and the components
-// asked for added: their resources, then their JSON patches (RFC 6902, the
-// only patch form deploy/components uses; anything else fails loudly).
+// asked for added in order: their resources, then their patches. kustomize
+// may not be installed, so only the patch forms deploy/components uses are
+// read (RFC 6902 operations, `$patch: delete` of whole objects, a
+// ClusterRole's rules and webhooks deleted by name); anything else fails loudly.
 
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { isRecord } from "../../shared/is-record.ts";
-import { REPO } from "./code-rbac.ts";
+import { permissionKey, REPO } from "./code-rbac.ts";
 
 export const DEPLOY = join(REPO, "deploy");
 
@@ -69,17 +73,38 @@ export function readKustomization(dir = ""): Kustomization {
   return value as Kustomization;
 }
 
+/** How loadManifests treats a component's patch whose target matches no object. */
+export interface LoadOptions {
+  /**
+   * kustomize accepts such a patch silently; by default it fails here, so a
+   * stale name shows. Given a list, each unmatched patch is named in it instead
+   * (for combinations where a patch aims at another component's objects).
+   */
+  unmatched?: string[];
+}
+
 /**
  * The objects of deploy/ as applied by default, or, with `components`, as
- * applied with those components (paths relative to deploy/) added, each
- * component's resources in the parent's namespace.
+ * applied with those components (paths relative to deploy/) added in order,
+ * each component's resources in the parent's namespace.
  */
-export function loadManifests(components: readonly string[] = []): Manifest[] {
+export function loadManifests(components: readonly string[] = [], options: LoadOptions = {}): Manifest[] {
   const kustomization = readKustomization();
-  const files = [
-    ...(kustomization.resources ?? []),
-    ...components.flatMap((dir) => (readKustomization(dir).resources ?? []).map((f) => join(dir, f))),
-  ];
+  let out = readResources(kustomization.resources ?? [], kustomization.namespace);
+  for (const dir of components) {
+    const component = readKustomization(dir);
+    out.push(
+      ...readResources(
+        (component.resources ?? []).map((f) => join(dir, f)),
+        kustomization.namespace,
+      ),
+    );
+    for (const ref of component.patches ?? []) out = applyPatch(out, dir, ref, options);
+  }
+  return out;
+}
+
+function readResources(files: readonly string[], namespace: string | undefined): Manifest[] {
   const out: Manifest[] = [];
   for (const file of files) {
     for (const doc of yamlDocuments(join(DEPLOY, file))) {
@@ -89,45 +114,87 @@ export function loadManifests(components: readonly string[] = []): Manifest[] {
       const metadata = doc.metadata;
       if (!isRecord(metadata) || typeof metadata.name !== "string")
         throw new Error(`deploy/${file}: ${doc.kind} without metadata.name`);
-      const namespaced = !CLUSTER_SCOPED.has(doc.kind);
-      const namespace = namespaced
-        ? ((metadata.namespace as string | undefined) ?? kustomization.namespace)
-        : undefined;
+      const ns = CLUSTER_SCOPED.has(doc.kind)
+        ? undefined
+        : ((metadata.namespace as string | undefined) ?? namespace);
       out.push({
         ...doc,
         apiVersion: doc.apiVersion,
         kind: doc.kind,
-        metadata: { ...metadata, name: metadata.name, ...(namespace ? { namespace } : {}) },
+        metadata: { ...metadata, name: metadata.name, ...(ns ? { namespace: ns } : {}) },
         file: `deploy/${file}`,
       });
     }
   }
-  for (const dir of components)
-    for (const ref of readKustomization(dir).patches ?? []) applyPatch(out, dir, ref);
   return out;
 }
 
-/** One `patches` entry of the component in `dir`, applied in place to the one object it targets. */
-function applyPatch(objects: Manifest[], dir: string, ref: PatchRef): void {
-  const where = `deploy/${dir}: patch ${ref.path ?? "(inline)"}`;
+export const groupVersion = (m: { apiVersion: string }): [string, string] =>
+  m.apiVersion.includes("/") ? (m.apiVersion.split("/") as [string, string]) : ["", m.apiVersion];
+
+function matches(m: Manifest, t: NonNullable<PatchRef["target"]>): boolean {
+  const [group, version] = groupVersion(m);
+  return (
+    (t.kind === undefined || t.kind === m.kind) &&
+    // kustomize reads a target's name as a regular expression of the whole name.
+    (t.name === undefined || new RegExp(`^(?:${t.name})$`).test(m.metadata.name)) &&
+    (t.group === undefined || t.group === group) &&
+    (t.version === undefined || t.version === version)
+  );
+}
+
+/** One `patches` entry of the component in `dir`, applied to every object it targets; returns the objects after it. */
+function applyPatch(objects: Manifest[], dir: string, ref: PatchRef, options: LoadOptions): Manifest[] {
+  const where = `deploy/${dir}: patch ${ref.path ?? ref.target?.name ?? "(inline)"}`;
   const text = ref.path !== undefined ? readFileSync(join(DEPLOY, dir, ref.path), "utf8") : ref.patch;
   if (text === undefined) throw new Error(`${where}: neither path nor patch`);
-  const ops: unknown = parseYaml(text);
-  if (!Array.isArray(ops)) throw new Error(`${where}: not a list of JSON patch operations`);
-  const t = ref.target ?? {};
-  const targets = objects.filter((m) => {
-    const [group, version] = m.apiVersion.includes("/") ? m.apiVersion.split("/") : ["", m.apiVersion];
-    return (
-      (t.kind === undefined || t.kind === m.kind) &&
-      // kustomize reads a target's name as a regular expression of the whole name.
-      (t.name === undefined || new RegExp(`^(?:${t.name})$`).test(m.metadata.name)) &&
-      (t.group === undefined || t.group === group) &&
-      (t.version === undefined || t.version === version)
-    );
-  });
-  if (targets.length !== 1) throw new Error(`${where}: targets ${targets.length} objects, not one`);
-  const target = targets[0] as Manifest;
-  for (const op of ops) applyOperation(target, op, where);
+  const patch: unknown = parseYaml(text);
+  let target = ref.target;
+  if (!Array.isArray(patch)) {
+    if (!isRecord(patch) || typeof patch.kind !== "string" || typeof patch.apiVersion !== "string")
+      throw new Error(`${where}: neither JSON patch operations nor an object patch`);
+    // Without a target, an object patch goes to the object it names itself.
+    const [group, version] = groupVersion(patch as { apiVersion: string });
+    target ??= { group, version, kind: patch.kind, name: String(field(patch, "metadata.name")) };
+  }
+  const hit = objects.filter((m) => matches(m, target ?? {}));
+  if (hit.length === 0) {
+    if (!options.unmatched) throw new Error(`${where}: matches no object`);
+    options.unmatched.push(where);
+    return objects;
+  }
+  if (Array.isArray(patch)) {
+    for (const m of hit) for (const op of patch) applyOperation(m, op, where);
+    return objects;
+  }
+  if ((patch as Record<string, unknown>).$patch === "delete") return objects.filter((m) => !hit.includes(m));
+  applyStrategic(hit, patch as Record<string, unknown>, where);
+  return objects;
+}
+
+/**
+ * A strategic-merge patch other than a whole-object delete, the way the
+ * components write them: a ClusterRole whose `rules` (no merge key) replace
+ * the base's, and webhooks (merge key `name`) deleted with `$patch: delete`.
+ */
+function applyStrategic(objects: Manifest[], patch: Record<string, unknown>, where: string): void {
+  const [target, ...more] = objects;
+  if (target === undefined || more.length > 0) throw new Error(`${where}: must match exactly one object`);
+  for (const [key, value] of Object.entries(patch)) {
+    if (key === "apiVersion" || key === "kind" || key === "metadata") continue;
+    if (key === "rules" && target.kind === "ClusterRole") target.rules = structuredClone(value);
+    else if (key === "webhooks" && Array.isArray(value) && Array.isArray(target.webhooks)) {
+      let hooks: unknown[] = target.webhooks;
+      for (const entry of value) {
+        if (!isRecord(entry) || entry.$patch !== "delete" || typeof entry.name !== "string")
+          throw new Error(`${where}: only \`$patch: delete\` of a webhook by name is read here`);
+        const before = hooks.length;
+        hooks = hooks.filter((w) => !isRecord(w) || w.name !== entry.name);
+        if (hooks.length !== before - 1) throw new Error(`${where}: no webhook ${entry.name}`);
+      }
+      target.webhooks = hooks;
+    } else throw new Error(`${where}: field ${key} of ${target.kind} is not read here`);
+  }
 }
 
 function applyOperation(root: Record<string, unknown>, op: unknown, where: string): void {
@@ -205,4 +272,61 @@ export function servingContainer(ksvc: Manifest): Container {
 
 export function envOf(container: Container): Map<string, string> {
   return new Map((container.env ?? []).map((e) => [e.name, e.value ?? ""]));
+}
+
+/** A kustomize-style id: kind.group/namespace/name. */
+export const idOf = (m: Manifest): string =>
+  `${m.kind}.${groupVersion(m)[0] || "core"}/${m.metadata.namespace ? `${m.metadata.namespace}/` : ""}${m.metadata.name}`;
+
+/** Every group/resource:verb (permissionKey) the ClusterRoleBindings in `objects` grant to a ServiceAccount of `namespace`. */
+export function clusterGrants(
+  objects: readonly Manifest[],
+  account: string,
+  namespace = "kube-storage-functions",
+): Set<string> {
+  const roles = new Map(ofKind(objects, "ClusterRole").map((r) => [r.metadata.name, r]));
+  const out = new Set<string>();
+  for (const binding of ofKind(objects, "ClusterRoleBinding")) {
+    const subjects = (field(binding, "subjects") ?? []) as {
+      kind: string;
+      name: string;
+      namespace?: string;
+    }[];
+    if (!subjects.some((s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === namespace))
+      continue;
+    const roleName = String(field(binding, "roleRef.name"));
+    const role = roles.get(roleName);
+    if (field(binding, "roleRef.kind") !== "ClusterRole" || role === undefined)
+      throw new Error(`${binding.metadata.name}: binds ${roleName}, not a ClusterRole of these objects`);
+    for (const rule of (field(role, "rules") ?? []) as {
+      apiGroups?: string[];
+      resources?: string[];
+      verbs?: string[];
+    }[])
+      for (const group of rule.apiGroups ?? [])
+        for (const resource of rule.resources ?? [])
+          for (const verb of rule.verbs ?? []) out.add(permissionKey({ group, resource, verb }));
+  }
+  return out;
+}
+
+/**
+ * `kubectl kustomize` of deploy/ with the components (paths relative to
+ * deploy/), from a kustomization outside deploy/ as an operator's would be
+ * (one inside is a cycle to kustomize); undefined when kubectl is not installed.
+ */
+export function kubectlKustomize(components: readonly string[]): Manifest[] | undefined {
+  const probe = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
+  if (probe.error || probe.status !== 0) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), "ksf-kustomize-"));
+  try {
+    const rel = relative(dir, DEPLOY);
+    const list = components.map((c) => `  - ${join(rel, c)}\n`).join("");
+    writeFileSync(join(dir, "kustomization.yaml"), `resources:\n  - ${rel}\ncomponents:\n${list}`);
+    const run = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", maxBuffer: 1 << 26 });
+    if (run.status !== 0) throw new Error(`kubectl kustomize: ${run.stderr}`);
+    return parseAllDocuments(run.stdout).map((d) => d.toJS() as Manifest);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -14,6 +14,7 @@ import {
   scanFunction,
 } from "./code-rbac.ts";
 import {
+  clusterGrants,
   envOf,
   field,
   loadManifests,
@@ -42,27 +43,7 @@ interface Rule {
 
 /** Every (group, resource, verb) the ClusterRoles bound to a ServiceAccount grant, in `objects` (default: the default install). */
 function granted(account: string, objects: readonly Manifest[] = manifests): Set<string> {
-  const roles = new Map(ofKind(objects, "ClusterRole").map((r) => [r.metadata.name, r]));
-  const bindings = ofKind(objects, "ClusterRoleBinding");
-  const out = new Set<string>();
-  for (const binding of bindings) {
-    const subjects = (field(binding, "subjects") ?? []) as {
-      kind: string;
-      name: string;
-      namespace?: string;
-    }[];
-    if (!subjects.some((s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === NAMESPACE))
-      continue;
-    assert.equal(field(binding, "roleRef.kind"), "ClusterRole");
-    const role = roles.get(field(binding, "roleRef.name") as string);
-    assert.ok(role, `ClusterRole ${field(binding, "roleRef.name")} of ${binding.metadata.name} exists`);
-    for (const rule of (field(role, "rules") ?? []) as Rule[]) {
-      for (const group of rule.apiGroups ?? [])
-        for (const resource of rule.resources ?? [])
-          for (const verb of rule.verbs ?? []) out.add(permissionKey({ group, resource, verb }));
-    }
-  }
-  return out;
+  return clusterGrants(objects, account, NAMESPACE);
 }
 
 function ksvcOf(name: string): Manifest {
