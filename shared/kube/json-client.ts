@@ -39,6 +39,8 @@ export interface KubeJsonClientOptions {
   userAgent?: string;
   /** Client-side cap on requests (upstream --kube-api-qps / --kube-api-burst); unset: none. */
   rate?: ApiRate | undefined;
+  /** How long one computation of the auth headers and TLS material serves requests. Default 1000 ms; 0: every request. */
+  authReuseMs?: number;
 }
 
 export interface ListOptions {
@@ -73,6 +75,7 @@ const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
 };
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_AUTH_REUSE_MS = 1000;
 const DEFAULT_PAGE_SIZE = 500;
 const DEFAULT_USER_AGENT = `kube-storage-functions (node/${process.versions.node})`;
 
@@ -190,10 +193,13 @@ export class KubeJsonClient {
   private connection: Connection | undefined;
   private closed = false;
   private base: { server: string; origin: string; pathPrefix: string } | undefined;
+  private auth: { at: number; options: Promise<RequestOptions> } | undefined;
+  private readonly authReuseMs: number;
 
   constructor(kc: KubeConfig, options: KubeJsonClientOptions = {}) {
     this.kubeConfig = kc;
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.authReuseMs = options.authReuseMs ?? DEFAULT_AUTH_REUSE_MS;
     if (!(this.timeoutMs > 0)) throw new TypeError("requestTimeoutMs must be a positive number");
     this.userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.bucket = options.rate ? new TokenBucket(options.rate) : undefined;
@@ -351,10 +357,7 @@ export class KubeJsonClient {
     const cluster = this.kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error("the kubeconfig has no current cluster");
 
-    // Auth headers and TLS material, exactly as client-node computes them for
-    // its own requests (authenticators cache and refresh tokens themselves).
-    const https: RequestOptions = { headers: {} };
-    await this.kubeConfig.applyToHTTPSOptions(https);
+    const https = await this.authOptions();
     const dispatcher = await this.dispatcherFor({
       server: cluster.server,
       proxyUrl: cluster.proxyUrl,
@@ -430,6 +433,27 @@ export class KubeJsonClient {
       this.base = { server, origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") };
     }
     return this.base;
+  }
+
+  /**
+   * Auth headers and TLS material, exactly as client-node computes them for
+   * its own requests (authenticators cache and refresh tokens themselves),
+   * reused for authReuseMs: client-node reads the CA, certificate, key and
+   * token files from disk on every call, the largest single cost of a request.
+   * A rotated token or certificate is still picked up within that window.
+   */
+  private authOptions(): Promise<RequestOptions> {
+    const now = performance.now();
+    if (this.auth && now - this.auth.at < this.authReuseMs) return this.auth.options;
+    const https: RequestOptions = { headers: {} };
+    const options = this.kubeConfig.applyToHTTPSOptions(https).then(() => https);
+    const entry = { at: now, options };
+    this.auth = entry;
+    // A failure (an exec plugin that failed, a file mid-rotation) is not reused.
+    options.catch(() => {
+      if (this.auth === entry) this.auth = undefined;
+    });
+    return options;
   }
 
   /** The pooled dispatcher for this TLS material; built by client-node on first use and on change. */

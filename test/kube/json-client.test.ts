@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig } from "@kubernetes/client-node";
 import { MUTATING_STORAGE_PLUGINS } from "../../sandbox/apiserver/storage-admission.ts";
 import { type Sandbox, startSandbox } from "../../sandbox/start.ts";
@@ -583,6 +584,39 @@ describe("KubeJsonClient list fallback", () => {
 });
 
 describe("KubeJsonClient request shape", () => {
+  test("auth material is computed once per authReuseMs, not per request", async (t) => {
+    const tokens: unknown[] = [];
+    const server = createHttpServer((req, res) => {
+      tokens.push(req.headers.authorization);
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify({ apiVersion: "v1", kind: "Status", status: "Success" }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    t.after(() => server.close());
+    const kc = new KubeConfig();
+    kc.loadFromClusterAndUser(
+      {
+        name: "fake",
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+        skipTLSVerify: true,
+      },
+      { name: "u", token: "tok-1" },
+    );
+    let computed = 0;
+    const apply = kc.applyToHTTPSOptions.bind(kc);
+    kc.applyToHTTPSOptions = async (opts) => {
+      computed++;
+      await apply(opts);
+    };
+    const client = new KubeJsonClient(kc, { authReuseMs: 60_000 });
+    t.after(() => client.close());
+    await Promise.all(Array.from({ length: 5 }, () => client.get(persistentVolumes, "p")));
+    (kc.getCurrentUser() as { token?: string }).token = "tok-2";
+    for (let i = 0; i < 5; i++) await client.get(persistentVolumes, "p");
+    assert.equal(computed, 1, "ten requests, one computation");
+    assert.deepEqual(new Set(tokens), new Set(["Bearer tok-1"]), "within the window the token is reused");
+  });
+
   test("headers, content types and bodies on the wire", async (t) => {
     const seen: { method: string; url: string; headers: Record<string, unknown>; body: string }[] = [];
     const server = createHttpServer((req, res) => {
@@ -607,7 +641,7 @@ describe("KubeJsonClient request shape", () => {
       },
       { name: "u", token: "tok-1" },
     );
-    const client = new KubeJsonClient(kc, { userAgent: "storage-test/1" });
+    const client = new KubeJsonClient(kc, { userAgent: "storage-test/1", authReuseMs: 100 });
     t.after(() => client.close());
 
     for (const type of ["json", "merge", "strategic"] as const) {
@@ -615,10 +649,12 @@ describe("KubeJsonClient request shape", () => {
         subresource: "status",
       });
     }
-    // Auth headers are computed per request: a rotated token is used at once.
+    // Auth headers are computed again once authReuseMs has passed: a rotated
+    // token is used from then on (client-node reads token files on each computation).
     const user = kc.getCurrentUser();
     assert.ok(user);
     (user as { token?: string }).token = "tok-2";
+    await sleep(120);
     await client.delete(volumeAttachments, "va-1", undefined, {
       preconditions: { resourceVersion: "42" },
       propagationPolicy: "Foreground",
@@ -772,7 +808,7 @@ describe("KubeJsonClient over HTTPS", () => {
         "current-context: real",
       ].join("\n"),
     );
-    const client = new KubeJsonClient(kc);
+    const client = new KubeJsonClient(kc, { authReuseMs: 0 });
     t.after(() => client.close());
 
     for (let i = 0; i < 50; i++) {
