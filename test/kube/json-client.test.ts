@@ -583,25 +583,45 @@ describe("KubeJsonClient list fallback", () => {
   });
 });
 
-describe("KubeJsonClient request shape", () => {
-  test("auth material is computed once per authReuseMs, not per request", async (t) => {
-    const tokens: unknown[] = [];
-    const server = createHttpServer((req, res) => {
-      tokens.push(req.headers.authorization);
+/**
+ * A plain-HTTP API server that records each request and answers a Success
+ * Status, and a kubeconfig pointing at it with bearer token tok-1.
+ */
+async function recordingServer(t: {
+  after(fn: () => unknown): void;
+}): Promise<{
+  seen: { method: string; url: string; headers: Record<string, unknown>; body: string }[];
+  kc: KubeConfig;
+}> {
+  const seen: { method: string; url: string; headers: Record<string, unknown>; body: string }[] = [];
+  const server = createHttpServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => {
+      body += c.toString("utf8");
+    });
+    req.on("end", () => {
+      seen.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body });
       res.setHeader("content-type", "application/json");
       res.end(JSON.stringify({ apiVersion: "v1", kind: "Status", status: "Success" }));
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    t.after(() => server.close());
-    const kc = new KubeConfig();
-    kc.loadFromClusterAndUser(
-      {
-        name: "fake",
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        skipTLSVerify: true,
-      },
-      { name: "u", token: "tok-1" },
-    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.after(() => server.close());
+  const kc = new KubeConfig();
+  kc.loadFromClusterAndUser(
+    {
+      name: "fake",
+      server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      skipTLSVerify: true,
+    },
+    { name: "u", token: "tok-1" },
+  );
+  return { seen, kc };
+}
+
+describe("KubeJsonClient request shape", () => {
+  test("auth material is computed once per authReuseMs, not per request", async (t) => {
+    const { seen, kc } = await recordingServer(t);
     let computed = 0;
     const apply = kc.applyToHTTPSOptions.bind(kc);
     kc.applyToHTTPSOptions = async (opts) => {
@@ -614,33 +634,15 @@ describe("KubeJsonClient request shape", () => {
     (kc.getCurrentUser() as { token?: string }).token = "tok-2";
     for (let i = 0; i < 5; i++) await client.get(persistentVolumes, "p");
     assert.equal(computed, 1, "ten requests, one computation");
-    assert.deepEqual(new Set(tokens), new Set(["Bearer tok-1"]), "within the window the token is reused");
+    assert.deepEqual(
+      new Set(seen.map((r) => r.headers.authorization)),
+      new Set(["Bearer tok-1"]),
+      "within the window the token is reused",
+    );
   });
 
   test("headers, content types and bodies on the wire", async (t) => {
-    const seen: { method: string; url: string; headers: Record<string, unknown>; body: string }[] = [];
-    const server = createHttpServer((req, res) => {
-      let body = "";
-      req.on("data", (c: Buffer) => {
-        body += c.toString("utf8");
-      });
-      req.on("end", () => {
-        seen.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body });
-        res.setHeader("content-type", "application/json");
-        res.end(JSON.stringify({ apiVersion: "v1", kind: "Status", status: "Success" }));
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    t.after(() => server.close());
-    const kc = new KubeConfig();
-    kc.loadFromClusterAndUser(
-      {
-        name: "fake",
-        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-        skipTLSVerify: true,
-      },
-      { name: "u", token: "tok-1" },
-    );
+    const { seen, kc } = await recordingServer(t);
     const client = new KubeJsonClient(kc, { userAgent: "storage-test/1", authReuseMs: 100 });
     t.after(() => client.close());
 
