@@ -9,6 +9,7 @@
 
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { CONTROLLERS_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { systemFunctions } from "../../sandbox/system.ts";
 import { webhookConfigurations } from "../../scripts/webhook-configurations.ts";
 import { isNotFound } from "../../shared/kube/api-errors.ts";
@@ -61,7 +62,7 @@ export function oneProcessFunctions(): BenchFunction[] {
     {
       name: "controllers",
       kinds: [...new Set(controllers.flatMap((f) => f.kinds))],
-      env: { CONTROLLERS: controllers.map((f) => f.name).join(",") },
+      env: { CONTROLLERS: controllers.map((f) => f.name).join(","), NODE_OPTIONS: CONTROLLERS_NODE_OPTIONS },
     },
   ];
 }

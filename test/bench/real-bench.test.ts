@@ -15,6 +15,7 @@ import {
 import { realParamsFromArgs, wantsRealServer } from "../../bench/real/options.ts";
 import { BENCH_FUNCTIONS, oneProcessFunctions } from "../../bench/real/ours.ts";
 import { flatFigures, isBenchObject } from "../../bench/real/workloads.ts";
+import { CONTROLLERS_NODE_OPTIONS } from "../../functions/node-options.ts";
 import {
   events,
   persistentVolumeClaims,
@@ -251,5 +252,7 @@ test("--one-process runs admission and one `controllers` process fed every kind 
   assert.equal(host?.name, "controllers");
   const separate = BENCH_FUNCTIONS.filter((f) => f.kinds.length > 0);
   assert.equal(host?.env?.CONTROLLERS, separate.map((f) => f.name).join(","));
+  // The heap settings the one-process deployment (deploy/components/one-process) gives it.
+  assert.equal(host?.env?.NODE_OPTIONS, CONTROLLERS_NODE_OPTIONS);
   assert.deepEqual(new Set(host?.kinds), new Set(separate.flatMap((f) => f.kinds)));
 });

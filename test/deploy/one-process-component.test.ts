@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { controllersFromEnv, HOSTABLE } from "../../functions/controllers/main.ts";
+import { CONTROLLERS_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { SERVED_NAMES } from "../../functions/serve.ts";
 import { ENV_GATED, permissionKey, scanFunction } from "./code-rbac.ts";
 import {
@@ -112,6 +113,7 @@ describe("one process for the controllers (deploy/components/one-process)", () =
     assert.ok((SERVED_NAMES as readonly string[]).includes("controllers"));
     assert.deepEqual(controllersFromEnv({ CONTROLLERS: env.get("CONTROLLERS") }), [...HOSTABLE]);
     assert.equal(field(controllers, "spec.template.spec.serviceAccountName"), "controllers");
+    assert.equal(env.get("NODE_OPTIONS"), CONTROLLERS_NODE_OPTIONS, "the heap the benches measured it with");
     // Settings a replaced Service sets are set the same, but for its identity and
     // the resizer's defaults spelled out, which in one process would bind every controller.
     const own = new Set([
