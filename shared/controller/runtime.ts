@@ -62,6 +62,12 @@ export interface ControllerSpec<K, S, P extends Step, F = K, C = never, R extend
   followUpKeys?(f: F, from: K): Promise<K[]>;
   /** Whether a key already synced by this event may be synced again as a follow-up. Default no. */
   repeatable?(key: K): boolean;
+  /**
+   * An outcome when the key needs no sync after all, asked once its turn has
+   * come (after the syncs of the same key before it): e.g. an event's copy
+   * that this process has since written past. Undefined: sync as usual.
+   */
+  skip?(key: K): string | undefined;
   report(result: SyncResult, key: K): R;
   resyncKeys(): Promise<ResyncKeys<K>>;
 }
@@ -185,7 +191,12 @@ export class ControllerRuntime<K, S, P extends Step, F = K, C = never, R extends
     const retry = definedOnly({ maxAttempts, baseDelayMs, maxDelayMs, sleep, random });
     const sync = () => retryWhileLosingRaces((attempt) => this.syncOnce(key, id, attempt), retry);
     // The key's turn first, then a worker slot: a key waiting behind itself holds no slot.
-    return this.serializer.run(id, () => (this.slots ? this.slots.run(sync) : sync()));
+    return this.serializer.run(id, () => {
+      const skipped = this.spec.skip?.(key);
+      if (skipped !== undefined)
+        return Promise.resolve({ id, outcome: skipped, writes: 0, events: 0, attempts: 0, followUps: [] });
+      return this.slots ? this.slots.run(sync) : sync();
+    });
   }
 
   private async syncOnce(key: K, id: string, attempt: number): Promise<Synced<F>> {

@@ -215,6 +215,37 @@ describe("the attach path reads nothing the event and the copies already hold", 
     assert.equal(await publishes(), 0);
   });
 
+  it("a copy older than what this process wrote of the VA is skipped without a read; a recreated VA is not", async () => {
+    await volume("pv-s");
+    const created = await createAttachment("va-s", "pv-s");
+    const [attached] = await attacher.handleEvent(vaEvent("va-s", created));
+    assert.equal(attached?.outcome, `attached to node ${node}`);
+    const published = await publishes();
+    await sandbox.admin.resetCounters();
+
+    // The ADDED event delivered again (or late): it shows a VA this process has since attached.
+    const [late] = await attacher.handleEvent(vaEvent("va-s", created));
+    assert.equal(late?.outcome, "the event's copy is older than this process's own write of it");
+    assert.deepEqual(await sandbox.admin.counters(), {}, "not even a read");
+    assert.equal(await publishes(), published);
+
+    // Deleted and created again under the name: another uid, so its copy is taken as usual.
+    await kube.patch(volumeAttachments, "va-s", undefined, { metadata: { finalizers: null } }, "merge");
+    await kube.delete(volumeAttachments, "va-s");
+    await until("va-s to be gone", async () => {
+      try {
+        await kube.get(volumeAttachments, "va-s");
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    const recreated = await createAttachment("va-s", "pv-s");
+    assert.notEqual(recreated.metadata.uid, created.metadata.uid);
+    const [again] = await attacher.handleEvent(vaEvent("va-s", recreated));
+    assert.equal(again?.outcome, `attached to node ${node}`);
+  });
+
   it("a copy holding our finalizer would publish with no write first: the VA is read live", async () => {
     await volume("pv-d");
     await createAttachment("va-d", "pv-d");

@@ -192,6 +192,32 @@ describe("one sync", () => {
     assert.equal(world.log.filter((l) => l.startsWith("load")).length, 3);
   });
 
+  test("skip is asked once the key's turn has come: a copy an earlier sync of the key wrote past is not loaded", async () => {
+    const world = new World();
+    world.store.set("a", { value: 1, rv: 1 });
+    const base = spec(world, toTen);
+    // Skip a key whose copy is older than the store's counter: what an earlier sync wrote.
+    const rt = new ControllerRuntime(
+      {
+        ...base,
+        skip: (key) =>
+          key.copy && key.copy.rv < (world.store.get(key.name)?.rv ?? 0) ? "written past" : undefined,
+      },
+      { baseDelayMs: 1, maxDelayMs: 2 },
+    );
+    // Both are handed in at once: the second waits for the first, which writes rv 2, so it is skipped then.
+    const [first, second] = await Promise.all([
+      rt.sync({ name: "a", copy: { value: 1, rv: 1 } }),
+      rt.sync({ name: "a", copy: { value: 1, rv: 1 } }),
+    ]);
+    assert.deepEqual(first, { id: "a", outcome: "set to 10", writes: 1, events: 0, attempts: 1 });
+    assert.deepEqual(second, { id: "a", outcome: "written past", writes: 0, events: 0, attempts: 0 });
+    assert.deepEqual(
+      world.log.filter((l) => l.startsWith("load")),
+      ["load a attempt 1 round 1"],
+    );
+  });
+
   test("an object that is gone reports the controller's outcome and writes nothing", async () => {
     const world = new World();
     const [report] = await runtime(world, toTen).handleEvent(event("nobody"));

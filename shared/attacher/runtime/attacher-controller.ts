@@ -10,6 +10,7 @@ import { ControllerRuntime, forEachBounded } from "../../controller/index.ts";
 import type { CsiClient } from "../../csi/client.ts";
 import type { Controller, ControllerEvent } from "../../http/controller-function.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { OwnRevisions } from "../../kube/own-revisions.ts";
 import { csiNodes, persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
 import type { RetryInterval } from "../../kube/retry-interval.ts";
 import type { CSINode, PersistentVolume, VolumeAttachment } from "../../kube/types.ts";
@@ -82,6 +83,7 @@ export class AttacherController implements Controller {
       retryInterval: o.retryInterval,
       handler: () => this.handler(),
       syncVolume: (name) => this.syncVolume(name),
+      written: new OwnRevisions(),
       csiNodes: o.csiNodes,
       persistentVolumes: o.persistentVolumes,
     });

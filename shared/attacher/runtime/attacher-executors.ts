@@ -12,6 +12,7 @@ import { RetryLaterError } from "../../http/errors.ts";
 import { lostToConcurrentWriter } from "../../kube/api-errors.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
 import { updateObject } from "../../kube/optimistic-update.ts";
+import type { OwnRevisions } from "../../kube/own-revisions.ts";
 import { volumeAttachments } from "../../kube/resources.ts";
 import type { RetryInterval } from "../../kube/retry-interval.ts";
 import { TestFailedError } from "../../kube/tested-patch.ts";
@@ -43,6 +44,8 @@ export interface AttacherExecutorDeps {
   maxAttempts: number;
   /** The PV's own sync, once a detach may have freed it. */
   syncVolume: (name: string) => Promise<{ outcome: string }>;
+  /** Each VolumeAttachment as this process last wrote it: older event copies need no sync. */
+  written: OwnRevisions;
 }
 
 export function attacherExecutors(
@@ -90,6 +93,7 @@ export function attacherExecutors(
             patch,
             "strategic",
           );
+          d.written.note(va);
           // The stored VA, as the write returned it: what is published follows its spec, never a copy's.
           if (!isDeepStrictEqual(va.spec, step.resume.va.spec))
             throw new TestFailedError(
@@ -124,6 +128,7 @@ export function attacherExecutors(
             : attachedStatus(current.status, publishContext),
         step.resume.va,
       ).catch(ignoreNotFound);
+      d.written.note(r?.object);
       run.carry(withStatusWritten(step.resume, r?.object));
       return r?.written ? 1 : 0;
     },
@@ -152,6 +157,7 @@ export function attacherExecutors(
     },
     async "mark-attached"(step) {
       const r = await writeStatus(kube, step.name, (current) => attachedStatus(current.status, undefined));
+      d.written.note(r.object);
       return r.written ? 1 : 0;
     },
     unpublish: (step, run) =>

@@ -142,6 +142,12 @@ export function attacherSpec(d: AttacherSpecDeps): SpecOf<AttacherRuntime> {
     keysOf: (e) => keysOfEvent(e, d),
     load: (key, ctx) => loadState(d, key, ctx),
     absent: (key) => (key.kind === "attachment" ? "volumeattachment is gone" : "volume is gone"),
+    // An event's copy older than what this process wrote or read of that VA since: that newer
+    // revision brings (or brought) an event of its own, so this one needs no read at all.
+    skip: (key) =>
+      key.kind === "attachment" && key.copy && d.written.isBehind(key.copy)
+        ? "the event's copy is older than this process's own write of it"
+        : undefined,
     decide(state) {
       if (state.kind === "volume") return planVolume(state);
       const plan = planAttachment(state);
