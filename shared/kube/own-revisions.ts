@@ -1,9 +1,9 @@
-// The newest revision of each object this process has itself written (or read
-// live in the course of a write). An
-// event whose copy of the object is older (same uid, lower resourceVersion)
-// describes a state this process already moved past: the write that did it
-// brings an event of its own, so the older one needs no sync and no read.
-// Only what this process saw is known; another instance simply does not skip.
+// The newest revision of each object this process has itself written (or
+// read live in the course of a write). An event whose copy of the object is
+// older (same uid, lower resourceVersion) describes a state this process has
+// moved past: the newer revision brings an event of its own, so the older one
+// needs no sync and no read. Only what this process saw is known; another
+// instance simply does not skip.
 import { compareResourceVersions } from "./resource-version.ts";
 import type { KubeObject } from "./types.ts";
 
