@@ -6,6 +6,8 @@
 import type { Controller } from "../shared/http/controller-function.ts";
 import type { FunctionApp } from "../shared/http/function-app.ts";
 import { serveFunction } from "../shared/http/serve.ts";
+import type { PersistentVolume, StorageClass } from "../shared/kube/types.ts";
+import type { LazyWatchedStore } from "../shared/kube/watched-store.ts";
 import type { Logger } from "../shared/log.ts";
 
 export interface BuiltFunction {
@@ -19,6 +21,23 @@ export interface BuiltFunction {
   ready?: () => Promise<boolean>;
   /** Releases what build() opened (API and CSI clients); the server runs it after draining. */
   close(): Promise<void>;
+}
+
+/**
+ * Watched copies a process hosting several controller functions keeps once
+ * for all of them (functions/controllers/shared-copies.ts): each function
+ * takes these instead of starting its own, where its *_CACHE setting wants
+ * one, and leaves stopping them to the host.
+ */
+export interface SharedCopies {
+  /** Every PV, indexed as the binder looks volumes up by claim (the attacher reads it by name). */
+  persistentVolumes: LazyWatchedStore<PersistentVolume>;
+  storageClasses: LazyWatchedStore<StorageClass>;
+}
+
+/** What build() may be handed beyond the environment. */
+export interface BuildContext {
+  copies?: SharedCopies;
 }
 
 /** Serves a built function until SIGTERM/SIGINT, closing its clients after the server. */

@@ -14,12 +14,12 @@ import { csiNodes, persistentVolumes } from "../../shared/kube/resources.ts";
 import type { CSINode, PersistentVolume } from "../../shared/kube/types.ts";
 import { lazyWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
-import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
+import { type BuildContext, type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
 import { csiReady } from "../csi-controller-app.ts";
 import { createAttacherApp } from "./app.ts";
 
 /** The attacher from the environment, not yet serving (lambda.ts serves its app too). */
-export async function build(env = process.env): Promise<BuiltFunction> {
+export async function build(env = process.env, context: BuildContext = {}): Promise<BuiltFunction> {
   const logger = createLogger({ name: "attacher" });
   // The external-attacher's --worker-threads default is 10.
   const knobs = controllerKnobsFromEnv(env, { workers: 10 });
@@ -39,12 +39,13 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     : undefined;
   // The PV of each attach from a watched copy of the PVs, started with a driver that publishes.
   const pvCopy = booleanFromEnv(env, "ATTACHER_PV_CACHE", true)
-    ? lazyWatchedStore<PersistentVolume>({
+    ? (context.copies?.persistentVolumes ??
+      lazyWatchedStore<PersistentVolume>({
         kubeConfig,
         json: kube,
         resource: persistentVolumes,
         log: logger.child({ cache: "persistentvolumes" }),
-      })
+      }))
     : undefined;
   const controller = new AttacherController({
     kube,
@@ -76,7 +77,8 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     controller,
     ready: csiReady(csi),
     logger,
-    close: closeParts({ copies: [csiNodeCopy, pvCopy], kube, csi }),
+    // A shared copy is the host's to stop.
+    close: closeParts({ copies: [csiNodeCopy, context.copies ? undefined : pvCopy], kube, csi }),
   };
 }
 

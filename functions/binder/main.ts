@@ -13,11 +13,11 @@ import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts
 import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
 import { startWatchedStore } from "../../shared/kube/watched-store.ts";
 import { createLogger } from "../../shared/log.ts";
-import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
+import { type BuildContext, type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
 import { createBinderApp } from "./app.ts";
 
 /** The binder from the environment, not yet serving (lambda.ts serves its app too). */
-export async function build(env = process.env): Promise<BuiltFunction> {
+export async function build(env = process.env, context: BuildContext = {}): Promise<BuiltFunction> {
   const logger = createLogger({ name: "binder" });
   // kube-controller-manager's binder has no worker flag: no cap unless WORKERS says one.
   const knobs = controllerKnobsFromEnv(env);
@@ -29,13 +29,14 @@ export async function build(env = process.env): Promise<BuiltFunction> {
   });
   // A process serving many events keeps a watched copy of the volumes; see load-views.ts for what it may decide.
   const volumeCache = booleanFromEnv(env, "BINDER_VOLUME_CACHE", true)
-    ? startWatchedStore<PersistentVolume>({
+    ? (context.copies?.persistentVolumes.get() ??
+      startWatchedStore<PersistentVolume>({
         kubeConfig,
         json: kube,
         resource: persistentVolumes,
         indexBy: volumeClaimIndexKey,
         log: logger.child({ cache: "persistentvolumes" }),
-      })
+      }))
     : undefined;
   // And of the claims: an event's object, or a bound volume's claim, read from it (watched-reads.ts).
   const claimCache = booleanFromEnv(env, "BINDER_CLAIM_CACHE", true)
@@ -47,7 +48,11 @@ export async function build(env = process.env): Promise<BuiltFunction> {
       })
     : undefined;
   // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
-  const classCopy = storageClassCopyFromEnv(env, { kubeConfig, json: kube, log: logger });
+  const classCopy = storageClassCopyFromEnv(
+    env,
+    { kubeConfig, json: kube, log: logger },
+    context.copies?.storageClasses,
+  );
   const controller = new BinderController({
     kube,
     events,
@@ -62,7 +67,11 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     app,
     controller,
     logger,
-    close: closeParts({ copies: [volumeCache, claimCache, classCopy], kube }),
+    // A shared copy is the host's to stop.
+    close: closeParts({
+      copies: context.copies ? [claimCache] : [volumeCache, claimCache, classCopy],
+      kube,
+    }),
   };
 }
 

@@ -4,21 +4,25 @@
 // take one delivery each (a provisioned claim makes 17 deliveries to four
 // functions, 5 to this one). CONTROLLERS names the hosted ones (default every
 // controller function); each is built from the same environment as when it
-// runs alone, with its own API client and watched copies. The price is one
+// runs alone, with its own API client, but the watched copies two of them
+// would each keep (PVs, StorageClasses) are kept once. The price is one
 // ServiceAccount with the union of their permissions and one unit of scaling.
 import type { Env } from "../../shared/config.ts";
 import { hostControllers } from "../../shared/http/combined-controller.ts";
 import { createControllerFunction } from "../../shared/http/controller-function.ts";
+import { loadKubeConfig } from "../../shared/kube/client.ts";
+import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { createLogger } from "../../shared/log.ts";
 import { build as attachDetach } from "../attach-detach/main.ts";
 import { build as attacher } from "../attacher/main.ts";
 import { build as binder } from "../binder/main.ts";
-import { type BuiltFunction, serveBuilt } from "../built-function.ts";
+import { type BuildContext, type BuiltFunction, serveBuilt } from "../built-function.ts";
 import { build as protection } from "../protection/main.ts";
 import { build as provisioner } from "../provisioner/main.ts";
 import { build as resizer } from "../resizer/main.ts";
+import { sharedCopies } from "./shared-copies.ts";
 
-const BUILDERS: Readonly<Record<string, (env: Env) => Promise<BuiltFunction>>> = {
+const BUILDERS: Readonly<Record<string, (env: Env, context: BuildContext) => Promise<BuiltFunction>>> = {
   binder,
   provisioner,
   attacher,
@@ -46,11 +50,21 @@ export function controllersFromEnv(env: Env): string[] {
 export async function build(env: Env = process.env): Promise<BuiltFunction> {
   const names = controllersFromEnv(env);
   const logger = createLogger({ name: "controllers" });
+  // The copies several controllers keep are kept once, read through an API client of the host's.
+  const kubeConfig = loadKubeConfig(env);
+  const kube = new KubeJsonClient(kubeConfig);
+  const copies = sharedCopies({ kubeConfig, json: kube, log: logger });
   const parts: BuiltFunction[] = [];
-  try {
-    for (const name of names) parts.push(await (BUILDERS[name] as (env: Env) => Promise<BuiltFunction>)(env));
-  } catch (err) {
+  const closeAll = async (): Promise<void> => {
     await Promise.all(parts.map((p) => p.close()));
+    await copies.stop();
+    await kube.close();
+  };
+  try {
+    for (const name of names)
+      parts.push(await (BUILDERS[name] as (typeof BUILDERS)[string])(env, { copies }));
+  } catch (err) {
+    await closeAll();
     throw err;
   }
   const controller = hostControllers(
@@ -74,9 +88,7 @@ export async function build(env: Env = process.env): Promise<BuiltFunction> {
     app,
     controller,
     logger,
-    close: async () => {
-      await Promise.all(parts.map((p) => p.close()));
-    },
+    close: closeAll,
   };
 }
 

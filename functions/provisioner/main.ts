@@ -24,7 +24,7 @@ import { defaultProvisionerOptions, type ProvisionerOptions } from "../../shared
 import { attachmentCopyFromEnv } from "../../shared/provisioner/runtime/attachment-copy.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { lazyTopologyCopies } from "../../shared/provisioner/runtime/topology-copies.ts";
-import { type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
+import { type BuildContext, type BuiltFunction, closeParts, serveBuilt } from "../built-function.ts";
 import { csiReady } from "../csi-controller-app.ts";
 import { createProvisionerApp } from "./app.ts";
 
@@ -75,7 +75,7 @@ export function capacityFromEnv(
 }
 
 /** The provisioner from the environment, not yet serving (lambda.ts serves its app too). */
-export async function build(env = process.env): Promise<BuiltFunction> {
+export async function build(env = process.env, context: BuildContext = {}): Promise<BuiltFunction> {
   const logger = createLogger({ name: "provisioner" });
   // Parsed before connecting, so a bad value fails without a CSI channel to close.
   const knobs = controllerKnobsFromEnv(env, { workers: defaultWorkers });
@@ -101,7 +101,11 @@ export async function build(env = process.env): Promise<BuiltFunction> {
       ? lazyTopologyCopies({ kubeConfig, json: kube, log: logger })
       : undefined;
   // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).
-  const classCopy = storageClassCopyFromEnv(env, { kubeConfig, json: kube, log: logger });
+  const classCopy = storageClassCopyFromEnv(
+    env,
+    { kubeConfig, json: kube, log: logger },
+    context.copies?.storageClasses,
+  );
   // And of the VolumeAttachments a deletion checks, started by the first one (attachment-copy.ts).
   const attachmentCopy = capabilities.publishUnpublishVolume
     ? attachmentCopyFromEnv(env, { kubeConfig, json: kube, log: logger })
@@ -137,7 +141,12 @@ export async function build(env = process.env): Promise<BuiltFunction> {
     controller: served,
     ready: csiReady(csi),
     logger,
-    close: closeParts({ copies: [topology, classCopy, attachmentCopy], kube, csi }),
+    // A shared copy is the host's to stop.
+    close: closeParts({
+      copies: [topology, context.copies ? undefined : classCopy, attachmentCopy],
+      kube,
+      csi,
+    }),
   };
 }
 

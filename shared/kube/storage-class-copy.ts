@@ -16,7 +16,12 @@ import { getOptional } from "./api-errors.ts";
 import type { KubeJsonClient } from "./json-client.ts";
 import { storageClasses } from "./resources.ts";
 import type { StorageClass } from "./types.ts";
-import { type LazyWatchedStore, lazyWatchedStore, type WatchedStore } from "./watched-store.ts";
+import {
+  type LazyWatchedStore,
+  lazyWatchedStore,
+  type WatchedStore,
+  type WatchedStoreOptions,
+} from "./watched-store.ts";
 
 export type StorageClassCopy = Pick<WatchedStore<StorageClass>, "store" | "synced">;
 
@@ -45,19 +50,26 @@ export interface StorageClassCopyOptions {
   log: Logger;
 }
 
-/**
- * The copy as STORAGE_CLASS_CACHE says (default on), started by the first
- * read (which still goes to the API); undefined when turned off.
- */
-export function storageClassCopyFromEnv(
-  env: Env,
-  options: StorageClassCopyOptions,
-): LazyWatchedStore<StorageClass> | undefined {
-  if (!booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)) return undefined;
-  return lazyWatchedStore<StorageClass>({
+/** How a copy of the StorageClasses is watched: every class, whole. */
+export function storageClassCopyOptions(options: StorageClassCopyOptions): WatchedStoreOptions<StorageClass> {
+  return {
     kubeConfig: options.kubeConfig,
     json: options.json,
     resource: storageClasses,
     log: options.log.child({ cache: "storageclasses" }),
-  });
+  };
+}
+
+/**
+ * The copy as STORAGE_CLASS_CACHE says (default on), started by the first
+ * read (which still goes to the API); undefined when turned off. `shared`: a
+ * copy the process keeps for several controllers, taken instead of a new one.
+ */
+export function storageClassCopyFromEnv(
+  env: Env,
+  options: StorageClassCopyOptions,
+  shared?: LazyWatchedStore<StorageClass>,
+): LazyWatchedStore<StorageClass> | undefined {
+  if (!booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)) return undefined;
+  return shared ?? lazyWatchedStore<StorageClass>(storageClassCopyOptions(options));
 }

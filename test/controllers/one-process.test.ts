@@ -93,16 +93,15 @@ describe("CONTROLLERS", () => {
       ));
 });
 
-describe("FUNCTION=controllers as a process over the sandbox", () => {
-  let sandbox: TestSandbox;
-  let kube: KubeJsonClient;
-  let host: FunctionProcess;
-  const driver = "hostpath.csi.k8s.io";
+const driver = "hostpath.csi.k8s.io";
 
+/** A sandbox seeded with the driver's Immediate, Delete class "fast"; an API client to it; the host once started. */
+function hostOverSandbox(controllers: string) {
+  const world = {} as { sandbox: TestSandbox; kube: KubeJsonClient; host: FunctionProcess };
   before(async () => {
-    sandbox = await startTestSandbox();
-    kube = new KubeJsonClient(sandbox.kubeConfig);
-    await sandbox.admin.seed([
+    world.sandbox = await startTestSandbox();
+    world.kube = new KubeJsonClient(world.sandbox.kubeConfig);
+    await world.sandbox.admin.seed([
       {
         apiVersion: "storage.k8s.io/v1",
         kind: "StorageClass",
@@ -112,22 +111,28 @@ describe("FUNCTION=controllers as a process over the sandbox", () => {
         volumeBindingMode: "Immediate",
       },
     ]);
-    host = await startFunctionProcess("controllers", {
-      KUBECONFIG: sandbox.kubeconfigPath,
-      CSI_ENDPOINT: sandbox.csiEndpoint,
+    await world.sandbox.admin.resetCounters();
+    world.host = await startFunctionProcess("controllers", {
+      KUBECONFIG: world.sandbox.kubeconfigPath,
+      CSI_ENDPOINT: world.sandbox.csiEndpoint,
       DRIVER_NAME: driver,
-      CONTROLLERS: "binder,provisioner,protection",
+      CONTROLLERS: controllers,
     });
   });
   after(async () => {
-    await host?.stop();
-    await kube.close();
-    await sandbox.close();
+    await world.host?.stop();
+    await world.kube?.close();
+    await world.sandbox?.close();
   });
+  return world;
+}
+
+describe("FUNCTION=controllers as a process over the sandbox", () => {
+  const world = hostOverSandbox("binder,provisioner,protection");
 
   /** Delivers the object's current state once, as the forwarder would, and returns the answer. */
   async function deliver(kind: "PersistentVolumeClaim" | "PersistentVolume", object: object) {
-    const r = await fetch(`${host.url}/`, {
+    const r = await fetch(`${world.host.url}/`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ type: "MODIFIED", object: { kind, apiVersion: "v1", ...object } }),
@@ -137,14 +142,14 @@ describe("FUNCTION=controllers as a process over the sandbox", () => {
   }
 
   const claim = (): Promise<PersistentVolumeClaim> =>
-    kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "hosted", "default");
+    world.kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "hosted", "default");
 
   it("is ready once every hosted controller is (the provisioner's driver answers Probe)", async () => {
-    assert.equal((await fetch(`${host.url}/readyz`)).status, 200);
+    assert.equal((await fetch(`${world.host.url}/readyz`)).status, 200);
   });
 
   it("one delivery per change does the binder's, the provisioner's and protection's work", async () => {
-    await kube.create(persistentVolumeClaims, {
+    await world.kube.create(persistentVolumeClaims, {
       apiVersion: "v1",
       kind: "PersistentVolumeClaim",
       metadata: { name: "hosted", namespace: "default" },
@@ -160,7 +165,7 @@ describe("FUNCTION=controllers as a process over the sandbox", () => {
       const answer = await deliver("PersistentVolumeClaim", await claim());
       outcomes.push(...answer.results.flatMap((r) => r.synced.map((s) => `${s.object}: ${s.outcome}`)));
       const name = (await claim()).spec.volumeName ?? `pvc-${(await claim()).metadata.uid}`;
-      const pv = await kube.get<PersistentVolume>(persistentVolumes, name).catch(() => undefined);
+      const pv = await world.kube.get<PersistentVolume>(persistentVolumes, name).catch(() => undefined);
       if (pv) await deliver("PersistentVolume", pv);
     }
     const bound = await claim();
@@ -176,26 +181,64 @@ describe("FUNCTION=controllers as a process over the sandbox", () => {
 
     // Deleted: protection lets the claim go, the binder releases the volume, the provisioner deletes it.
     const volumeName = bound.spec.volumeName as string;
-    await kube.delete(persistentVolumeClaims, "hosted", "default");
+    await world.kube.delete(persistentVolumeClaims, "hosted", "default");
     for (let i = 0; i < 10; i++) {
       const left = await claim().catch(() => undefined);
       if (left) await deliver("PersistentVolumeClaim", left);
       else await deliver("PersistentVolumeClaim", { ...bound, metadata: { ...bound.metadata } });
-      const pv = await kube.get<PersistentVolume>(persistentVolumes, volumeName).catch(() => undefined);
+      const pv = await world.kube.get<PersistentVolume>(persistentVolumes, volumeName).catch(() => undefined);
       if (!pv && !left) break;
       if (pv) await deliver("PersistentVolume", pv);
     }
     await assert.rejects(claim(), /404|not found/i);
-    await assert.rejects(kube.get(persistentVolumes, volumeName), /404|not found/i);
-    assert.equal((await sandbox.csi.volumes()).length, 0, "the backing volume is gone");
+    await assert.rejects(world.kube.get(persistentVolumes, volumeName), /404|not found/i);
+    assert.equal((await world.sandbox.csi.volumes()).length, 0, "the backing volume is gone");
   });
 
   it("POST /resync runs each hosted controller's pass and reports it by name", async () => {
-    const r = await fetch(`${host.url}/resync`, { method: "POST" });
+    const r = await fetch(`${world.host.url}/resync`, { method: "POST" });
     assert.equal(r.status, 200);
     const body = (await r.json()) as Record<string, unknown>;
     const text = JSON.stringify(body);
     for (const name of ["binder", "provisioner", "protection"]) assert.match(text, new RegExp(`"${name}"`));
     assert.doesNotMatch(text, /"attacher"/);
+  });
+});
+
+describe("FUNCTION=controllers keeps the copies its controllers share once", () => {
+  const world = hostOverSandbox("binder,provisioner,attacher");
+
+  it("one watch of the PVs for the binder and the attacher, one of the classes for the binder and the provisioner", async () => {
+    const { sandbox, kube, host } = world;
+    const claim = await kube.create<PersistentVolumeClaim>(persistentVolumeClaims, {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: { name: "shared", namespace: "default" },
+      spec: {
+        accessModes: ["ReadWriteOnce"],
+        resources: { requests: { storage: "1Gi" } },
+        storageClassName: "fast",
+      },
+    });
+    // A claim event: the binder and the provisioner each read its class, which starts the class copy.
+    const r = await fetch(`${host.url}/`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        type: "ADDED",
+        object: { ...claim, kind: "PersistentVolumeClaim", apiVersion: "v1" },
+      }),
+    });
+    assert.equal(r.status, 200, await r.text());
+    const counters = async () => sandbox.admin.counters();
+    for (let i = 0; i < 100 && !(await counters())["watch storageclasses"]; i++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    // Give a second watch, if one were started, the time to show.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const seen = await counters();
+    assert.equal(seen["watch persistentvolumes"], 1, JSON.stringify(seen));
+    assert.equal(seen["list persistentvolumes"], 1, JSON.stringify(seen));
+    assert.equal(seen["watch storageclasses"], 1, JSON.stringify(seen));
+    assert.equal(seen["list storageclasses"], 1, JSON.stringify(seen));
   });
 });
