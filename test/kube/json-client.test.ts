@@ -587,9 +587,7 @@ describe("KubeJsonClient list fallback", () => {
  * A plain-HTTP API server that records each request and answers a Success
  * Status, and a kubeconfig pointing at it with bearer token tok-1.
  */
-async function recordingServer(t: {
-  after(fn: () => unknown): void;
-}): Promise<{
+async function recordingServer(t: { after(fn: () => unknown): void }): Promise<{
   seen: { method: string; url: string; headers: Record<string, unknown>; body: string }[];
   kc: KubeConfig;
 }> {
