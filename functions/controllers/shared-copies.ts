@@ -7,8 +7,8 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
 import type { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { persistentVolumes } from "../../shared/kube/resources.ts";
-import { storageClassCopyOptions } from "../../shared/kube/storage-class-copy.ts";
-import type { PersistentVolume, StorageClass } from "../../shared/kube/types.ts";
+import { lazyStorageClassCopy } from "../../shared/kube/storage-class-copy.ts";
+import type { PersistentVolume } from "../../shared/kube/types.ts";
 import { lazyWatchedStore } from "../../shared/kube/watched-store.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { SharedCopies } from "../built-function.ts";
@@ -27,7 +27,7 @@ export function sharedCopies(o: {
     indexBy: volumeClaimIndexKey,
     log: o.log.child({ cache: "persistentvolumes" }),
   });
-  const storageClassCopy = lazyWatchedStore<StorageClass>(storageClassCopyOptions(o));
+  const storageClassCopy = lazyStorageClassCopy(o);
   return {
     persistentVolumes: persistentVolumeCopy,
     storageClasses: storageClassCopy,

@@ -16,12 +16,7 @@ import { getOptional } from "./api-errors.ts";
 import type { KubeJsonClient } from "./json-client.ts";
 import { storageClasses } from "./resources.ts";
 import type { StorageClass } from "./types.ts";
-import {
-  type LazyWatchedStore,
-  lazyWatchedStore,
-  type WatchedStore,
-  type WatchedStoreOptions,
-} from "./watched-store.ts";
+import { type LazyWatchedStore, lazyWatchedStore, type WatchedStore } from "./watched-store.ts";
 
 export type StorageClassCopy = Pick<WatchedStore<StorageClass>, "store" | "synced">;
 
@@ -50,14 +45,14 @@ export interface StorageClassCopyOptions {
   log: Logger;
 }
 
-/** How a copy of the StorageClasses is watched: every class, whole. */
-export function storageClassCopyOptions(options: StorageClassCopyOptions): WatchedStoreOptions<StorageClass> {
-  return {
+/** A copy of every StorageClass, whole, started by its first get(). */
+export function lazyStorageClassCopy(options: StorageClassCopyOptions): LazyWatchedStore<StorageClass> {
+  return lazyWatchedStore<StorageClass>({
     kubeConfig: options.kubeConfig,
     json: options.json,
     resource: storageClasses,
     log: options.log.child({ cache: "storageclasses" }),
-  };
+  });
 }
 
 /**
@@ -71,5 +66,5 @@ export function storageClassCopyFromEnv(
   shared?: LazyWatchedStore<StorageClass>,
 ): LazyWatchedStore<StorageClass> | undefined {
   if (!booleanFromEnv(env, "STORAGE_CLASS_CACHE", true)) return undefined;
-  return shared ?? lazyWatchedStore<StorageClass>(storageClassCopyOptions(options));
+  return shared ?? lazyStorageClassCopy(options);
 }
