@@ -40,6 +40,8 @@ export interface RealBenchParams {
   workers?: number;
   /** Our controllers in one process (FUNCTION=controllers), one delivery per change, instead of a function each. */
   oneProcess: boolean;
+  /** Where our processes write V8 CPU profiles (a folder per process, written as each stops); undefined: none. */
+  cpuProfDir?: string;
   /** Longest wait for one workload to finish, seconds. */
   timeoutSeconds: number;
 }
@@ -63,6 +65,7 @@ export const USAGE = `usage: npm run bench -- --kubeconfig PATH [options]   (or 
   --forwarder-concurrency N  forwarder deliveries in flight per function (the forwarder's default)
   --workers N                WORKERS of our controller functions, e.g. 100 as upstream's tuned sidecars (their defaults)
   --one-process              our controllers in one process (FUNCTION=controllers) instead of a function each
+  --cpu-prof DIR             our functions and the forwarder write V8 CPU profiles to DIR/<name>/ as they stop
   --timeout-seconds N        longest wait for one workload (600)`;
 
 export class RealBenchUsageError extends Error {
@@ -130,6 +133,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
         "forwarder-concurrency": { type: "string" },
         workers: { type: "string" },
         "one-process": { type: "boolean" },
+        "cpu-prof": { type: "string" },
         "timeout-seconds": { type: "string" },
       },
     }).values;
@@ -153,6 +157,8 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
   const bindSizes = list(str("bind-sizes"))?.map((s) => int(s, 0, "bind-sizes", 1, 100_000)) ?? [100, 1000];
   const concurrency = str("forwarder-concurrency");
   const workers = str("workers");
+  const cpuProf = str("cpu-prof");
+  if (cpuProf === "") throw new RealBenchUsageError("--cpu-prof needs a folder");
   return {
     kubeconfig: expandHome(kubeconfig, env),
     workloads,
@@ -179,6 +185,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
       : {}),
     ...(workers !== undefined ? { workers: int(workers, 10, "workers", 1, 10_000) } : {}),
     oneProcess: values["one-process"] === true,
+    ...(cpuProf !== undefined ? { cpuProfDir: expandHome(cpuProf, env) } : {}),
     timeoutSeconds: int(str("timeout-seconds"), 600, "timeout-seconds", 1, 86_400),
   };
 }

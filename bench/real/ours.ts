@@ -67,6 +67,16 @@ export function oneProcessFunctions(): BenchFunction[] {
   ];
 }
 
+/** NODE_OPTIONS with a V8 CPU profile of the process written to <dir>/<name>/ as it exits; unchanged without a dir. */
+export function withCpuProfile(
+  nodeOptions: string | undefined,
+  dir: string | undefined,
+  name: string,
+): string | undefined {
+  if (dir === undefined) return nodeOptions;
+  return [nodeOptions, "--cpu-prof", `--cpu-prof-dir=${join(dir, name)}`].filter(Boolean).join(" ");
+}
+
 export interface StackOptions {
   kubeconfig: string;
   kube: KubeJsonClient;
@@ -82,6 +92,8 @@ export interface StackOptions {
   workers?: number;
   /** The controllers in one process (FUNCTION=controllers). */
   oneProcess?: boolean;
+  /** Each of our processes writes a V8 CPU profile to <cpuProfDir>/<name>/ as it stops. */
+  cpuProfDir?: string;
 }
 
 /** A control plane under test: ours or upstream's. */
@@ -201,6 +213,10 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
       ...(options.workers ? { WORKERS: String(options.workers) } : {}),
     };
     const functionsRun: BenchFunction[] = options.oneProcess ? oneProcessFunctions() : [...BENCH_FUNCTIONS];
+    const profiled = (nodeOptions: string | undefined, name: string): { NODE_OPTIONS?: string } => {
+      const value = withCpuProfile(nodeOptions, options.cpuProfDir, name);
+      return value === undefined ? {} : { NODE_OPTIONS: value };
+    };
     const started = await Promise.all(
       functionsRun.map((f) =>
         spawnFunction({
@@ -209,6 +225,7 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
           env: {
             ...env,
             ...f.env,
+            ...profiled(f.env?.NODE_OPTIONS ?? shipped.env.NODE_OPTIONS, f.name),
             FUNCTION: f.name,
             ...(f.name === "admission"
               ? { TLS_CERT_FILE: join(certDir, "tls.crt"), TLS_KEY_FILE: join(certDir, "tls.key") }
@@ -231,6 +248,7 @@ export async function startOurStack(options: StackOptions): Promise<Stack> {
       env: {
         KUBECONFIG: options.kubeconfig,
         FORWARDER_ROUTES: routes,
+        ...profiled(process.env.NODE_OPTIONS, "forwarder"),
         ...(options.forwarderConcurrency
           ? { FORWARDER_CONCURRENCY: String(options.forwarderConcurrency) }
           : {}),

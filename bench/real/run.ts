@@ -102,6 +102,7 @@ async function runRound(
       ...(params.forwarderConcurrency ? { forwarderConcurrency: params.forwarderConcurrency } : {}),
       ...(params.workers ? { workers: params.workers } : {}),
       ...(params.oneProcess ? { oneProcess: true } : {}),
+      ...(params.cpuProfDir ? { cpuProfDir: params.cpuProfDir } : {}),
     };
     stack =
       stackName === "ours"

@@ -13,7 +13,7 @@ import {
   requestTotals,
 } from "../../bench/real/figures.ts";
 import { realParamsFromArgs, wantsRealServer } from "../../bench/real/options.ts";
-import { BENCH_FUNCTIONS, oneProcessFunctions } from "../../bench/real/ours.ts";
+import { BENCH_FUNCTIONS, oneProcessFunctions, withCpuProfile } from "../../bench/real/ours.ts";
 import { flatFigures, isBenchObject } from "../../bench/real/workloads.ts";
 import { CONTROLLERS_NODE_OPTIONS } from "../../functions/node-options.ts";
 import {
@@ -51,6 +51,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(p.forwarderConcurrency, undefined);
   assert.equal(p.workers, undefined);
   assert.equal(p.oneProcess, false);
+  assert.equal(p.cpuProfDir, undefined);
   assert.equal(p.upstream.csiAttacher, "/home/u/.cache/kube-storage-functions/real-cluster/bin/csi-attacher");
 
   const q = realParamsFromArgs(
@@ -72,6 +73,8 @@ test("options: the issue's workloads by default, flags over environment over the
       "--workers",
       "100",
       "--one-process",
+      "--cpu-prof",
+      "~/profiles",
     ],
     { KUBECONFIG: "/env", CSI_ATTACHER: "/a", HOME: "/home/u" },
   );
@@ -83,6 +86,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(q.forwarderConcurrency, 4);
   assert.equal(q.workers, 100);
   assert.equal(q.oneProcess, true);
+  assert.equal(q.cpuProfDir, "/home/u/profiles");
   assert.deepEqual(q.upstream, {
     kubeControllerManager: "/bins/kube-controller-manager",
     csiProvisioner: "/p",
@@ -98,6 +102,7 @@ test("options: bad input is a usage error naming the option", () => {
   assert.throws(() => realParamsFromArgs(["--claims", "0"], env), /--claims must be between 1/);
   assert.throws(() => realParamsFromArgs(["--workloads", "provision,fly"], env), /unknown workload fly/);
   assert.throws(() => realParamsFromArgs(["--workloads", "delete"], env), /delete workload/);
+  assert.throws(() => realParamsFromArgs(["--cpu-prof", ""], env), /--cpu-prof needs a folder/);
   assert.throws(() => realParamsFromArgs(["--bogus"], env), /bogus/);
 });
 
@@ -255,4 +260,13 @@ test("--one-process runs admission and one `controllers` process fed every kind 
   // The heap settings the one-process deployment (deploy/components/one-process) gives it.
   assert.equal(host?.env?.NODE_OPTIONS, CONTROLLERS_NODE_OPTIONS);
   assert.deepEqual(new Set(host?.kinds), new Set(separate.flatMap((f) => f.kinds)));
+});
+
+test("--cpu-prof adds a V8 CPU profile per process to what NODE_OPTIONS already says", () => {
+  assert.equal(withCpuProfile("--max-old-space-size=64", undefined, "admission"), "--max-old-space-size=64");
+  assert.equal(
+    withCpuProfile("--max-old-space-size=64", "/p", "admission"),
+    "--max-old-space-size=64 --cpu-prof --cpu-prof-dir=/p/admission",
+  );
+  assert.equal(withCpuProfile(undefined, "/p", "forwarder"), "--cpu-prof --cpu-prof-dir=/p/forwarder");
 });
