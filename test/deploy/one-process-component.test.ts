@@ -27,6 +27,8 @@ const NAMESPACE = "kube-storage-functions";
 const ONE_PROCESS = "components/one-process";
 const SECRETS = "components/secrets";
 const MANAGED = "components/managed";
+const CAPACITY = "components/capacity";
+const ONE_PROCESS_CAPACITY = "components/one-process-capacity";
 /** What the managed mode keeps of the controllers (deploy/components/managed). */
 const SIDECARS = ["provisioner", "attacher", "resizer"];
 
@@ -223,7 +225,11 @@ describe("one process for the controllers (deploy/components/one-process)", () =
   });
 
   it("kubectl kustomize, where installed, renders the same objects, grants and kinds", () => {
-    for (const components of [[ONE_PROCESS], [SECRETS, ONE_PROCESS, MANAGED]]) {
+    for (const components of [
+      [ONE_PROCESS],
+      [SECRETS, ONE_PROCESS, MANAGED],
+      [CAPACITY, ONE_PROCESS, ONE_PROCESS_CAPACITY],
+    ]) {
       const rendered = kubectlKustomize(components);
       // kubectl is optional for the test suite; the reader above is the check that always runs.
       if (rendered === undefined) return;
@@ -240,5 +246,65 @@ describe("one process for the controllers (deploy/components/one-process)", () =
         envOf(servingContainer(byName(ours, "Service", "controllers"))),
       );
     }
+  });
+});
+
+/** group/resource:verb the Roles bound to a ServiceAccount grant in `objects`, by the Roles' namespace. */
+function roleGrants(objects: readonly Manifest[], account: string): Set<string> {
+  const out = new Set<string>();
+  for (const binding of ofKind(objects, "RoleBinding")) {
+    const subjects = (field(binding, "subjects") ?? []) as { kind: string; name: string }[];
+    if (!subjects.some((s) => s.kind === "ServiceAccount" && s.name === account)) continue;
+    const role = byName(objects, "Role", String(field(binding, "roleRef.name")));
+    for (const rule of (field(role, "rules") ?? []) as {
+      apiGroups: string[];
+      resources: string[];
+      verbs: string[];
+    }[])
+      for (const group of rule.apiGroups)
+        for (const resource of rule.resources)
+          for (const verb of rule.verbs) out.add(permissionKey({ group, resource, verb }));
+  }
+  return out;
+}
+
+describe("capacity tracking in the one process (deploy/components/one-process-capacity)", () => {
+  const withCapacity = loadManifests([CAPACITY]);
+  const { objects, unmatched } = render([CAPACITY, ONE_PROCESS, ONE_PROCESS_CAPACITY]);
+  const env = envOf(servingContainer(byName(objects, "Service", "controllers")));
+
+  it("gives the one process components/capacity's settings and kinds", () => {
+    assert.deepEqual(unmatched, []);
+    const provisioner = envOf(servingContainer(byName(withCapacity, "Service", "provisioner")));
+    assert.equal(env.get("ENABLE_CAPACITY"), "true");
+    for (const key of ["ENABLE_CAPACITY", "NAMESPACE"]) assert.equal(env.get(key), provisioner.get(key), key);
+    const capacityKinds = watchedKinds(withCapacity, ["provisioner"]).filter(
+      (k) => !watchedKinds(base, ["provisioner"]).includes(k),
+    );
+    assert.ok(capacityKinds.length >= 4, capacityKinds.join(", "));
+    const kinds = (
+      (field(byName(objects, "ApiServerSource", "controllers-events"), "spec.resources") ?? []) as {
+        apiVersion: string;
+        kind: string;
+      }[]
+    ).map((r) => `${r.apiVersion}/${r.kind}`);
+    assert.equal(new Set(kinds).size, kinds.length, "no kind forwarded twice");
+    assert.deepEqual(
+      [...kinds].sort(),
+      [...new Set([...watchedKinds(base, separate), ...capacityKinds])].sort(),
+    );
+  });
+
+  it("binds the provisioner's CSIStorageCapacity Role to the one ServiceAccount: every capacity call is granted", () => {
+    const accounts = new Set(ofKind(objects, "ServiceAccount").map((m) => m.metadata.name));
+    for (const b of [...ofKind(objects, "ClusterRoleBinding"), ...ofKind(objects, "RoleBinding")])
+      for (const s of (field(b, "subjects") ?? []) as { name: string }[])
+        assert.ok(accounts.has(s.name), `${b.metadata.name} binds ${s.name}, which is not installed`);
+    const have = new Set([...granted(objects, "controllers"), ...roleGrants(objects, "controllers")]);
+    const capacityCalls = scanFunction("controllers").calls.filter((call) =>
+      ENV_GATED.some((g) => g.file === call.file && g.env === "ENABLE_CAPACITY"),
+    );
+    assert.ok(capacityCalls.length > 0, "the scan sees the capacity controller's calls");
+    assert.deepEqual([...new Set(capacityCalls.map(permissionKey).filter((k) => !have.has(k)))], []);
   });
 });
