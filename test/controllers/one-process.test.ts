@@ -12,6 +12,7 @@ import type { Controller, ControllerEvent } from "../../shared/http/controller-f
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import { eventually } from "../helpers/eventually.ts";
 import { type FunctionProcess, startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 
@@ -95,6 +96,21 @@ describe("CONTROLLERS", () => {
 
 const driver = "hostpath.csi.k8s.io";
 
+/** Delivers the object's state once to the host, as the forwarder would, and returns the answer. */
+async function deliverTo(
+  host: FunctionProcess,
+  kind: "PersistentVolumeClaim" | "PersistentVolume",
+  object: object,
+) {
+  const r = await fetch(`${host.url}/`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ type: "MODIFIED", object: { ...object, kind, apiVersion: "v1" } }),
+  });
+  assert.equal(r.status, 200, await r.clone().text());
+  return (await r.json()) as { results: { synced: { object: string; outcome: string }[] }[] };
+}
+
 /** A sandbox seeded with the driver's Immediate, Delete class "fast"; an API client to it; the host once started. */
 function hostOverSandbox(controllers: string) {
   const world = {} as { sandbox: TestSandbox; kube: KubeJsonClient; host: FunctionProcess };
@@ -129,17 +145,8 @@ function hostOverSandbox(controllers: string) {
 
 describe("FUNCTION=controllers as a process over the sandbox", () => {
   const world = hostOverSandbox("binder,provisioner,protection");
-
-  /** Delivers the object's current state once, as the forwarder would, and returns the answer. */
-  async function deliver(kind: "PersistentVolumeClaim" | "PersistentVolume", object: object) {
-    const r = await fetch(`${world.host.url}/`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ type: "MODIFIED", object: { kind, apiVersion: "v1", ...object } }),
-    });
-    assert.equal(r.status, 200, await r.clone().text());
-    return (await r.json()) as { results: { synced: { object: string; outcome: string }[] }[] };
-  }
+  const deliver = (kind: "PersistentVolumeClaim" | "PersistentVolume", object: object) =>
+    deliverTo(world.host, kind, object);
 
   const claim = (): Promise<PersistentVolumeClaim> =>
     world.kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "hosted", "default");
@@ -209,7 +216,7 @@ describe("FUNCTION=controllers keeps the copies its controllers share once", () 
   const world = hostOverSandbox("binder,provisioner,attacher");
 
   it("one watch of the PVs for the binder and the attacher, one of the classes for the binder and the provisioner", async () => {
-    const { sandbox, kube, host } = world;
+    const { sandbox, kube } = world;
     const claim = await kube.create<PersistentVolumeClaim>(persistentVolumeClaims, {
       apiVersion: "v1",
       kind: "PersistentVolumeClaim",
@@ -221,21 +228,13 @@ describe("FUNCTION=controllers keeps the copies its controllers share once", () 
       },
     });
     // A claim event: the binder and the provisioner each read its class, which starts the class copy.
-    const r = await fetch(`${host.url}/`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        type: "ADDED",
-        object: { ...claim, kind: "PersistentVolumeClaim", apiVersion: "v1" },
-      }),
-    });
-    assert.equal(r.status, 200, await r.text());
-    const counters = async () => sandbox.admin.counters();
-    for (let i = 0; i < 100 && !(await counters())["watch storageclasses"]; i++)
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    await deliverTo(world.host, "PersistentVolumeClaim", claim);
+    await eventually("the class copy's watch", async () =>
+      (await sandbox.admin.counters())["watch storageclasses"] ? true : undefined,
+    );
     // Give a second watch, if one were started, the time to show.
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const seen = await counters();
+    const seen = await sandbox.admin.counters();
     assert.equal(seen["watch persistentvolumes"], 1, JSON.stringify(seen));
     assert.equal(seen["list persistentvolumes"], 1, JSON.stringify(seen));
     assert.equal(seen["watch storageclasses"], 1, JSON.stringify(seen));
