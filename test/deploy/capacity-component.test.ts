@@ -21,6 +21,7 @@ import { defaultProvisionerOptions } from "../../shared/provisioner/options.ts";
 import { ProvisionerController } from "../../shared/provisioner/runtime/provisioner-controller.ts";
 import { descriptors, ENV_GATED, permissionKey, scanFiles, scanFunction } from "./code-rbac.ts";
 import {
+  accountGrants,
   envOf,
   field,
   loadManifests,
@@ -55,12 +56,6 @@ interface TypeRef {
   kind: string;
 }
 
-interface Subject {
-  kind: string;
-  name: string;
-  namespace?: string;
-}
-
 function one(objects: readonly Manifest[], kind: string, name: string): Manifest {
   const found = objects.filter((m) => m.kind === kind && m.metadata.name === name);
   assert.equal(found.length, 1, `one ${kind} ${name}`);
@@ -75,50 +70,7 @@ function provisionerEnv(objects: readonly Manifest[]): Map<string, string> {
   return envOf(servingContainer(ksvc));
 }
 
-function rulesKeys(rules: readonly Rule[]): Set<string> {
-  const out = new Set<string>();
-  for (const rule of rules) {
-    assert.equal(rule.resourceNames, undefined, "no grant by resource name");
-    for (const group of rule.apiGroups ?? [])
-      for (const resource of rule.resources ?? [])
-        for (const verb of rule.verbs ?? []) out.add(permissionKey({ group, resource, verb }));
-  }
-  return out;
-}
-
-/**
- * What the ServiceAccount may do, split by reach: cluster-wide (ClusterRoleBindings)
- * and in `namespace` only (RoleBindings there, to a Role of that namespace or a ClusterRole).
- */
-function grants(
-  objects: readonly Manifest[],
-  account: string,
-  namespace = NAMESPACE,
-): { cluster: Set<string>; namespaced: Set<string> } {
-  const boundTo = (b: Manifest) =>
-    ((field(b, "subjects") ?? []) as Subject[]).some(
-      (s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === NAMESPACE,
-    );
-  const roleRules = (b: Manifest): Rule[] => {
-    const kind = field(b, "roleRef.kind") as string;
-    const name = field(b, "roleRef.name") as string;
-    const role = objects.find(
-      (m) =>
-        m.kind === kind &&
-        m.metadata.name === name &&
-        (kind === "ClusterRole" || m.metadata.namespace === b.metadata.namespace),
-    );
-    assert.ok(role, `${kind} ${name} of ${b.kind} ${b.metadata.name} exists`);
-    return (field(role, "rules") ?? []) as Rule[];
-  };
-  const cluster = rulesKeys(ofKind(objects, "ClusterRoleBinding").filter(boundTo).flatMap(roleRules));
-  const namespaced = rulesKeys(
-    ofKind(objects, "RoleBinding")
-      .filter((b) => b.metadata.namespace === namespace && boundTo(b))
-      .flatMap(roleRules),
-  );
-  return { cluster, namespaced };
-}
+const grants = (objects: readonly Manifest[], account: string) => accountGrants(objects, account, NAMESPACE);
 
 /** The provisioner's calls with the features its Service's environment turns on. */
 function provisionerNeeds(objects: readonly Manifest[]): Set<string> {

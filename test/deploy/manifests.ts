@@ -278,36 +278,68 @@ export function envOf(container: Container): Map<string, string> {
 export const idOf = (m: Manifest): string =>
   `${m.kind}.${groupVersion(m)[0] || "core"}/${m.metadata.namespace ? `${m.metadata.namespace}/` : ""}${m.metadata.name}`;
 
-/** Every group/resource:verb (permissionKey) the ClusterRoleBindings in `objects` grant to a ServiceAccount of `namespace`. */
+interface Rule {
+  apiGroups?: string[];
+  resources?: string[];
+  verbs?: string[];
+  resourceNames?: string[];
+}
+
+function rulesKeys(rules: readonly Rule[]): Set<string> {
+  const out = new Set<string>();
+  for (const rule of rules) {
+    if (rule.resourceNames !== undefined) throw new Error("no grant by resource name is read here");
+    for (const group of rule.apiGroups ?? [])
+      for (const resource of rule.resources ?? [])
+        for (const verb of rule.verbs ?? []) out.add(permissionKey({ group, resource, verb }));
+  }
+  return out;
+}
+
+/**
+ * Every group/resource:verb (permissionKey) granted in `objects` to a
+ * ServiceAccount of `namespace`: cluster-wide through ClusterRoleBindings,
+ * and in that namespace through its RoleBindings.
+ */
+export function accountGrants(
+  objects: readonly Manifest[],
+  account: string,
+  namespace = "kube-storage-functions",
+): { cluster: Set<string>; namespaced: Set<string> } {
+  const boundTo = (b: Manifest) =>
+    ((field(b, "subjects") ?? []) as { kind: string; name: string; namespace?: string }[]).some(
+      (s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === namespace,
+    );
+  const roleRules = (b: Manifest): Rule[] => {
+    const kind = String(field(b, "roleRef.kind"));
+    const name = String(field(b, "roleRef.name"));
+    const role = objects.find(
+      (m) =>
+        m.kind === kind &&
+        m.metadata.name === name &&
+        (kind === "ClusterRole" || m.metadata.namespace === b.metadata.namespace),
+    );
+    if (role === undefined || (b.kind === "ClusterRoleBinding" && kind !== "ClusterRole"))
+      throw new Error(`${b.kind} ${b.metadata.name}: binds ${kind} ${name}, which these objects lack`);
+    return (field(role, "rules") ?? []) as Rule[];
+  };
+  return {
+    cluster: rulesKeys(ofKind(objects, "ClusterRoleBinding").filter(boundTo).flatMap(roleRules)),
+    namespaced: rulesKeys(
+      ofKind(objects, "RoleBinding")
+        .filter((b) => b.metadata.namespace === namespace && boundTo(b))
+        .flatMap(roleRules),
+    ),
+  };
+}
+
+/** What ClusterRoleBindings grant a ServiceAccount (accountGrants' cluster part). */
 export function clusterGrants(
   objects: readonly Manifest[],
   account: string,
   namespace = "kube-storage-functions",
 ): Set<string> {
-  const roles = new Map(ofKind(objects, "ClusterRole").map((r) => [r.metadata.name, r]));
-  const out = new Set<string>();
-  for (const binding of ofKind(objects, "ClusterRoleBinding")) {
-    const subjects = (field(binding, "subjects") ?? []) as {
-      kind: string;
-      name: string;
-      namespace?: string;
-    }[];
-    if (!subjects.some((s) => s.kind === "ServiceAccount" && s.name === account && s.namespace === namespace))
-      continue;
-    const roleName = String(field(binding, "roleRef.name"));
-    const role = roles.get(roleName);
-    if (field(binding, "roleRef.kind") !== "ClusterRole" || role === undefined)
-      throw new Error(`${binding.metadata.name}: binds ${roleName}, not a ClusterRole of these objects`);
-    for (const rule of (field(role, "rules") ?? []) as {
-      apiGroups?: string[];
-      resources?: string[];
-      verbs?: string[];
-    }[])
-      for (const group of rule.apiGroups ?? [])
-        for (const resource of rule.resources ?? [])
-          for (const verb of rule.verbs ?? []) out.add(permissionKey({ group, resource, verb }));
-  }
-  return out;
+  return accountGrants(objects, account, namespace).cluster;
 }
 
 /**

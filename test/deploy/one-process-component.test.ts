@@ -12,6 +12,7 @@ import { CONTROLLERS_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { SERVED_NAMES } from "../../functions/serve.ts";
 import { ENV_GATED, permissionKey, scanFunction } from "./code-rbac.ts";
 import {
+  accountGrants,
   clusterGrants,
   envOf,
   field,
@@ -249,25 +250,6 @@ describe("one process for the controllers (deploy/components/one-process)", () =
   });
 });
 
-/** group/resource:verb the Roles bound to a ServiceAccount grant in `objects`, by the Roles' namespace. */
-function roleGrants(objects: readonly Manifest[], account: string): Set<string> {
-  const out = new Set<string>();
-  for (const binding of ofKind(objects, "RoleBinding")) {
-    const subjects = (field(binding, "subjects") ?? []) as { kind: string; name: string }[];
-    if (!subjects.some((s) => s.kind === "ServiceAccount" && s.name === account)) continue;
-    const role = byName(objects, "Role", String(field(binding, "roleRef.name")));
-    for (const rule of (field(role, "rules") ?? []) as {
-      apiGroups: string[];
-      resources: string[];
-      verbs: string[];
-    }[])
-      for (const group of rule.apiGroups)
-        for (const resource of rule.resources)
-          for (const verb of rule.verbs) out.add(permissionKey({ group, resource, verb }));
-  }
-  return out;
-}
-
 describe("capacity tracking in the one process (deploy/components/one-process-capacity)", () => {
   const withCapacity = loadManifests([CAPACITY]);
   const { objects, unmatched } = render([CAPACITY, ONE_PROCESS, ONE_PROCESS_CAPACITY]);
@@ -300,7 +282,8 @@ describe("capacity tracking in the one process (deploy/components/one-process-ca
     for (const b of [...ofKind(objects, "ClusterRoleBinding"), ...ofKind(objects, "RoleBinding")])
       for (const s of (field(b, "subjects") ?? []) as { name: string }[])
         assert.ok(accounts.has(s.name), `${b.metadata.name} binds ${s.name}, which is not installed`);
-    const have = new Set([...granted(objects, "controllers"), ...roleGrants(objects, "controllers")]);
+    const { cluster, namespaced } = accountGrants(objects, "controllers", NAMESPACE);
+    const have = new Set([...cluster, ...namespaced]);
     const capacityCalls = scanFunction("controllers").calls.filter((call) =>
       ENV_GATED.some((g) => g.file === call.file && g.env === "ENABLE_CAPACITY"),
     );
