@@ -11,14 +11,14 @@
 //
 // What this client still takes from client-node: kubeconfig loading, the auth
 // headers (bearer token, token file, exec, OIDC, basic, impersonation) and the
-// TLS material, via KubeConfig.applyToHTTPSOptions on every request, so token
-// rotation keeps working exactly as in client-node; and the undici dispatcher
-// itself (CA, client certificate, skip-verify, tls-server-name, HTTP(S) and
-// SOCKS proxies, TCP keep-alive), built by client-node's own
-// applySecurityAuthentication. The difference: the dispatcher is built once
-// and reused for as long as the TLS material stays the same, so connections
-// are kept alive; when the material changes (a rotated client certificate) a
-// new one is built and the old one is closed after its in-flight requests.
+// TLS material, via KubeConfig.applyToHTTPSOptions, so token rotation keeps
+// working exactly as in client-node. Requests go over HTTP/2 on Node's http2
+// module when the server is HTTPS without a proxy, else through client-node's
+// own undici dispatcher (proxies, plain HTTP); see ./transport.ts. Either way
+// the transport is built once and reused for as long as the TLS material stays
+// the same, so connections are kept alive; when the material changes (a
+// rotated client certificate) a new one is built and the old one is closed
+// after its in-flight requests.
 
 import { STATUS_CODES } from "node:http";
 import type { RequestOptions } from "node:https";
@@ -31,6 +31,7 @@ import { isRecord } from "../is-record.ts";
 import { apiStatusOf, networkErrorCodeOf, statusCodeOf } from "./api-errors.ts";
 import { type ApiRate, TokenBucket } from "./rate-limiter.ts";
 import { apiVersionOf, type ResourceDescriptor } from "./resources.ts";
+import { type KubeTransport, openTransport, UndiciTransport } from "./transport.ts";
 import type { KubeObject } from "./types.ts";
 
 export interface KubeJsonClientOptions {
@@ -41,6 +42,8 @@ export interface KubeJsonClientOptions {
   rate?: ApiRate | undefined;
   /** How long one computation of the auth headers and TLS material serves requests. Default 1000 ms; 0: every request. */
   authReuseMs?: number;
+  /** "auto" (default): HTTP/2 on Node's http2 where the server offers it, else undici; "undici": always undici. */
+  transport?: "auto" | "undici";
 }
 
 export interface ListOptions {
@@ -162,7 +165,7 @@ function sameMaterial(a: TlsMaterial, b: TlsMaterial): boolean {
 
 interface Connection {
   material: TlsMaterial;
-  dispatcher: Promise<Dispatcher>;
+  transport: Promise<KubeTransport>;
 }
 
 type Query = Record<string, string | number | undefined>;
@@ -195,11 +198,13 @@ export class KubeJsonClient {
   private base: { server: string; origin: string; pathPrefix: string } | undefined;
   private auth: { at: number; options: Promise<RequestOptions> } | undefined;
   private readonly authReuseMs: number;
+  private readonly transportKind: "auto" | "undici";
 
   constructor(kc: KubeConfig, options: KubeJsonClientOptions = {}) {
     this.kubeConfig = kc;
     this.timeoutMs = options.requestTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.authReuseMs = options.authReuseMs ?? DEFAULT_AUTH_REUSE_MS;
+    this.transportKind = options.transport ?? "auto";
     if (!(this.timeoutMs > 0)) throw new TypeError("requestTimeoutMs must be a positive number");
     this.userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
     this.bucket = options.rate ? new TokenBucket(options.rate) : undefined;
@@ -342,7 +347,12 @@ export class KubeJsonClient {
     this.closed = true;
     const connection = this.connection;
     this.connection = undefined;
-    if (connection) await connection.dispatcher.then((d) => d.close()).catch(() => {});
+    if (connection) await connection.transport.then((t) => t.close()).catch(() => {});
+  }
+
+  /** Which transport carries the requests now ("h2" or "undici"), once one was needed. */
+  async protocol(): Promise<KubeTransport["protocol"] | undefined> {
+    return this.connection?.transport.then((t) => t.protocol).catch(() => undefined);
   }
 
   /** One request: fresh auth headers, pooled connection, timeout, JSON in and out. */
@@ -358,7 +368,8 @@ export class KubeJsonClient {
     if (!cluster) throw new Error("the kubeconfig has no current cluster");
 
     const https = await this.authOptions();
-    const dispatcher = await this.dispatcherFor({
+    // Not awaited yet: a failed connect is answered like a failed request, below.
+    const transportReady = this.transportFor({
       server: cluster.server,
       proxyUrl: cluster.proxyUrl,
       ca: https.ca,
@@ -384,10 +395,11 @@ export class KubeJsonClient {
     const signal = AbortSignal.timeout(this.timeoutMs);
 
     let statusCode: number;
-    let responseHeaders: Record<string, string | string[] | undefined>;
+    let responseHeaders: () => Record<string, string | string[] | undefined>;
     let text: string;
     try {
-      const res = await dispatcher.request({
+      const transport = await transportReady;
+      const res = await transport.request({
         origin: base.origin,
         path: fullPath,
         method,
@@ -397,8 +409,7 @@ export class KubeJsonClient {
       });
       statusCode = res.statusCode;
       responseHeaders = res.headers;
-      // Always drain the body: that is what hands the connection back to the pool.
-      text = await res.body.text();
+      text = res.text;
     } catch (err) {
       if (signal.aborted) {
         throw new KubeRequestError(method, path, `no answer within ${this.timeoutMs} ms`, "ETIMEDOUT", err);
@@ -414,7 +425,7 @@ export class KubeJsonClient {
       } catch {
         // Not JSON (a proxy's HTML page, say): keep the text.
       }
-      throw new KubeApiError(method, path, statusCode, body, flattenHeaders(responseHeaders));
+      throw new KubeApiError(method, path, statusCode, body, flattenHeaders(responseHeaders()));
     }
     if (text === "") return undefined;
     try {
@@ -456,26 +467,31 @@ export class KubeJsonClient {
     return options;
   }
 
-  /** The pooled dispatcher for this TLS material; built by client-node on first use and on change. */
-  private dispatcherFor(material: TlsMaterial): Promise<Dispatcher> {
+  /** The pooled transport for this TLS material; built on first use and on change. */
+  private transportFor(material: TlsMaterial): Promise<KubeTransport> {
     const current = this.connection;
-    if (current && sameMaterial(current.material, material)) return current.dispatcher;
-    const dispatcher = this.buildDispatcher(material.server);
-    this.connection = { material, dispatcher };
+    if (current && sameMaterial(current.material, material)) return current.transport;
+    const transport =
+      this.transportKind === "undici"
+        ? this.buildDispatcher(material.server).then((d) => new UndiciTransport(d))
+        : openTransport({ server: material.server, proxyUrl: material.proxyUrl, tls: material }, () =>
+            this.buildDispatcher(material.server),
+          );
+    this.connection = { material, transport };
     if (current) {
       // Close the old pool once requests that already picked it up have
       // started (close() then waits for them); closing at once would fail a
       // request sitting between picking the pool and dispatching on it.
-      const old = current.dispatcher;
+      const old = current.transport;
       setTimeout(() => {
-        old.then((d) => d.close()).catch(() => {});
+        old.then((t) => t.close()).catch(() => {});
       }, 1_000).unref();
     }
     // A failed build must not be cached, or every later request would fail too.
-    dispatcher.catch(() => {
-      if (this.connection?.dispatcher === dispatcher) this.connection = undefined;
+    transport.catch(() => {
+      if (this.connection?.transport === transport) this.connection = undefined;
     });
-    return dispatcher;
+    return transport;
   }
 
   private async buildDispatcher(server: string): Promise<Dispatcher> {

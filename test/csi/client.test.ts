@@ -10,6 +10,7 @@ import { CSI_OPERATION_BUCKETS, CSI_OPERATIONS_METRIC } from "../../shared/csi/m
 import type { CreateVolumeRequest } from "../../shared/csi/types.ts";
 import { classifyError } from "../../shared/http/errors.ts";
 import { createMetricsRegistry, type Registry } from "../../shared/metrics.ts";
+import { rejection } from "../helpers/rejection.ts";
 import { FAKE_DRIVER_NAME, type FakeDriver, StatusError, startFakeDriver } from "./fake-driver.ts";
 
 let driver: FakeDriver;
@@ -37,15 +38,6 @@ function clientFor(
   const client = new CsiClient({ endpoint: target.endpoint, registry: quietRegistry(), ...options });
   t.after(() => client.close());
   return client;
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  assert.fail("expected a rejection");
 }
 
 const BIG = 2n ** 53n + 1n; // not representable as a JS number

@@ -38,6 +38,7 @@ import type {
   PersistentVolumeClaim,
   VolumeAttachment,
 } from "../../shared/kube/types.ts";
+import { rejection } from "../helpers/rejection.ts";
 import { type SandboxAdmin, sandboxAdmin } from "../helpers/sandbox.ts";
 
 function pv(name: string, extra: Record<string, unknown> = {}): PersistentVolume {
@@ -71,15 +72,6 @@ function va(name: string): VolumeAttachment {
     metadata: { name },
     spec: { attacher: "hostpath.csi.k8s.io", nodeName: "node-1", source: { persistentVolumeName: "pv-a" } },
   };
-}
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  assert.fail("expected the promise to reject");
 }
 
 describe("KubeJsonClient over the sandbox API server", () => {
