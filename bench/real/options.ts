@@ -44,6 +44,8 @@ export interface RealBenchParams {
   cpuProfDir?: string;
   /** Longest wait for one workload to finish, seconds. */
   timeoutSeconds: number;
+  /** Size of the untimed pass of the selected workloads each stack gets before the timed ones; 0: none. */
+  warmup: number;
 }
 
 const DEFAULT_BIN_DIR = "~/.cache/kube-storage-functions/real-cluster/bin";
@@ -66,7 +68,9 @@ export const USAGE = `usage: npm run bench -- --kubeconfig PATH [options]   (or 
   --workers N                WORKERS of our controller functions, e.g. 100 as upstream's tuned sidecars (their defaults)
   --one-process              our controllers in one process (FUNCTION=controllers) instead of a function each
   --cpu-prof DIR             our functions and the forwarder write V8 CPU profiles to DIR/<name>/ as they stop
-  --timeout-seconds N        longest wait for one workload (600)`;
+  --timeout-seconds N        longest wait for one workload (600)
+  --warmup N                 each stack first runs the selected workloads once with N claims, pairs and
+                             attachments, untimed, so the timed runs meet running processes (0: start cold) (0)`;
 
 export class RealBenchUsageError extends Error {
   override name = "RealBenchUsageError";
@@ -135,6 +139,7 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
         "one-process": { type: "boolean" },
         "cpu-prof": { type: "string" },
         "timeout-seconds": { type: "string" },
+        warmup: { type: "string" },
       },
     }).values;
   } catch (err) {
@@ -187,5 +192,6 @@ export function realParamsFromArgs(args: readonly string[], env: Env): RealBench
     oneProcess: values["one-process"] === true,
     ...(cpuProf !== undefined ? { cpuProfDir: expandHome(cpuProf, env) } : {}),
     timeoutSeconds: int(str("timeout-seconds"), 600, "timeout-seconds", 1, 86_400),
+    warmup: int(str("warmup"), 0, "warmup", 0, 100_000),
   };
 }

@@ -37,6 +37,7 @@ import {
   provision,
   type RoundResult,
   WATCHED,
+  warmUp,
 } from "./workloads.ts";
 
 export interface RealRound {
@@ -120,6 +121,7 @@ async function runRound(
       resyncSeconds: params.resyncSeconds,
     };
     const w = new Set(params.workloads);
+    if (params.warmup > 0) await warmUp(ctx, params.warmup, w);
     if (w.has("provision")) result.provision = await provision(ctx, params.claims);
     if (w.has("delete")) result.delete = await deleteProvisioned(ctx);
     if (w.has("bind")) {

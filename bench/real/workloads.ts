@@ -494,6 +494,23 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
   }
 }
 
+/**
+ * The selected workloads once at size `n`, results dropped: the timed runs
+ * then meet processes that have run those paths before (V8 has optimized
+ * them, connections are open), as a controller on a cluster does after its
+ * first minutes. Upstream's stack gets the same pass.
+ */
+export async function warmUp(ctx: WorkloadContext, n: number, workloads: ReadonlySet<string>): Promise<void> {
+  progress(`  warm-up (not timed): ${n} claims, pairs and attachments`);
+  if (workloads.has("provision") || workloads.has("lateVolume")) {
+    await provision(ctx, n);
+    await deleteProvisioned(ctx);
+  }
+  if (workloads.has("bind")) await bindStatic(ctx, n);
+  if (workloads.has("attach")) await attach(ctx, n);
+  progress("  warm-up done");
+}
+
 /** The flat figures of one round (lower is better), for medians and ratios. */
 export interface RoundResult {
   provision?: ProvisionResult;

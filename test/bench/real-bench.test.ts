@@ -52,6 +52,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(p.workers, undefined);
   assert.equal(p.oneProcess, false);
   assert.equal(p.cpuProfDir, undefined);
+  assert.equal(p.warmup, 0, "cold processes unless asked");
   assert.equal(p.upstream.csiAttacher, "/home/u/.cache/kube-storage-functions/real-cluster/bin/csi-attacher");
 
   const q = realParamsFromArgs(
@@ -75,6 +76,8 @@ test("options: the issue's workloads by default, flags over environment over the
       "--one-process",
       "--cpu-prof",
       "~/profiles",
+      "--warmup",
+      "50",
     ],
     { KUBECONFIG: "/env", CSI_ATTACHER: "/a", HOME: "/home/u" },
   );
@@ -87,6 +90,7 @@ test("options: the issue's workloads by default, flags over environment over the
   assert.equal(q.workers, 100);
   assert.equal(q.oneProcess, true);
   assert.equal(q.cpuProfDir, "/home/u/profiles");
+  assert.equal(q.warmup, 50);
   assert.deepEqual(q.upstream, {
     kubeControllerManager: "/bins/kube-controller-manager",
     csiProvisioner: "/p",
@@ -103,6 +107,7 @@ test("options: bad input is a usage error naming the option", () => {
   assert.throws(() => realParamsFromArgs(["--workloads", "provision,fly"], env), /unknown workload fly/);
   assert.throws(() => realParamsFromArgs(["--workloads", "delete"], env), /delete workload/);
   assert.throws(() => realParamsFromArgs(["--cpu-prof", ""], env), /--cpu-prof needs a folder/);
+  assert.throws(() => realParamsFromArgs(["--warmup", "some"], env), /--warmup must be a whole number/);
   assert.throws(() => realParamsFromArgs(["--bogus"], env), /bogus/);
 });
 
