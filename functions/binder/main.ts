@@ -3,6 +3,7 @@
 // account), PORT, LOG_LEVEL, BINDER_VOLUME_CACHE, BINDER_CLAIM_CACHE, STORAGE_CLASS_CACHE, WORKERS,
 // KUBE_API_QPS, KUBE_API_BURST.
 import { BinderController } from "../../shared/binder/runtime/binder-controller.ts";
+import { DELETED_CLAIMS_REMEMBERED } from "../../shared/binder/runtime/watched-reads.ts";
 import { volumeClaimIndexKey } from "../../shared/binder/volume-helpers.ts";
 import { booleanFromEnv, controllerKnobsFromEnv } from "../../shared/config.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
@@ -45,6 +46,8 @@ export async function build(env = process.env, context: BuildContext = {}): Prom
         json: kube,
         resource: persistentVolumeClaims,
         log: logger.child({ cache: "persistentvolumeclaims" }),
+        // A deleted claim's UID proves its bound volume's release without a live read (load-views.ts).
+        rememberDeleted: DELETED_CLAIMS_REMEMBERED,
       })
     : undefined;
   // And of the StorageClasses, started by the first claim sync that reads one (storage-class-copy.ts).

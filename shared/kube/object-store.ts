@@ -31,6 +31,13 @@ export interface ObjectStoreOptions<T extends KubeObject> {
    * then answers in time proportional to the objects with that key.
    */
   indexBy?: (object: T) => string;
+  /**
+   * Remember the UIDs of this many deleted objects (the newest), so that
+   * wasDeleted can prove an object gone for good; 0 (default): none. Only for
+   * a copy of every object of its kind: a watch with a selector also says
+   * "deleted" of an object that merely stopped matching.
+   */
+  rememberDeleted?: number;
 }
 
 export class ObjectStore<T extends KubeObject> {
@@ -46,9 +53,22 @@ export class ObjectStore<T extends KubeObject> {
   /** performance.now() of the last event or list applied. */
   private lastChangeAt = Number.NEGATIVE_INFINITY;
   private readonly waiters = new Set<{ rv: string; done: (covered: boolean) => void }>();
+  private readonly deletedUids = new Set<string>();
+  private readonly rememberDeleted: number;
 
   constructor(options: ObjectStoreOptions<T> = {}) {
     this.indexBy = options.indexBy;
+    this.rememberDeleted = options.rememberDeleted ?? 0;
+  }
+
+  /**
+   * The API server reported the object with this UID deleted (a watch's
+   * DELETED, or a relist without it). UIDs are never reused, so it is gone
+   * for good, however far behind the copy is otherwise. False also when the
+   * deletion is older than what the store remembers.
+   */
+  wasDeleted(uid: string | undefined): boolean {
+    return uid !== undefined && this.deletedUids.has(uid);
   }
 
   get size(): number {
@@ -78,6 +98,7 @@ export class ObjectStore<T extends KubeObject> {
     const rv = object.metadata.resourceVersion;
     const stored = this.objects.get(key);
     if (change === "delete") {
+      this.noteDeleted(object.metadata.uid);
       // A delete carries the deletion revision (or, after a relist, the last known one).
       if (stored && !newerThan(stored.metadata.resourceVersion, rv)) this.remove(key);
     } else if (newerThan(rv, this.floor) && (!stored || newerThan(rv, stored.metadata.resourceVersion))) {
@@ -115,6 +136,7 @@ export class ObjectStore<T extends KubeObject> {
     for (const o of items) fromList.set(keyOf(o), o);
     for (const [key, stored] of this.objects) {
       if (!fromList.has(key) && !newerThan(stored.metadata.resourceVersion, resourceVersion)) {
+        this.noteDeleted(stored.metadata.uid);
         this.remove(key);
       }
     }
@@ -181,6 +203,15 @@ export class ObjectStore<T extends KubeObject> {
       this.index.set(indexKey, bucket);
     }
     bucket.set(key, object);
+  }
+
+  private noteDeleted(uid: string | undefined): void {
+    if (this.rememberDeleted === 0 || uid === undefined || uid === "") return;
+    this.deletedUids.add(uid);
+    if (this.deletedUids.size > this.rememberDeleted) {
+      const oldest = this.deletedUids.values().next().value;
+      if (oldest !== undefined) this.deletedUids.delete(oldest);
+    }
   }
 
   private remove(key: string): void {

@@ -51,7 +51,10 @@ export interface WatchedStoreOptions<T extends KubeObject> extends ObjectStoreOp
 const SIZE_CHECK_EVERY = 500;
 
 export function startWatchedStore<T extends KubeObject>(options: WatchedStoreOptions<T>): WatchedStore<T> {
-  const storeOptions: ObjectStoreOptions<T> = { indexBy: options.indexBy };
+  const storeOptions: ObjectStoreOptions<T> = {
+    indexBy: options.indexBy,
+    ...(options.rememberDeleted !== undefined ? { rememberDeleted: options.rememberDeleted } : {}),
+  };
   let store = new ObjectStore<T>(storeOptions);
   let synced = false;
   let dropped = false;

@@ -621,6 +621,54 @@ describe("binder: reads from the watched copy of the claims", () => {
     );
   });
 
+  it("a claim's deletion the claim copy's watch reported: no live read, the volume released", async () => {
+    const volume = await boundPair("reported");
+    const claims = await listClaims();
+    const store = new ObjectStore<PersistentVolumeClaim>({ rememberDeleted: 100 });
+    store.replaceWithList(claims.items, claims.resourceVersion);
+    const before = claims.items.find((c) => c.metadata.name === "reported")!;
+    await kube.delete(persistentVolumeClaims, "reported", "default");
+    const after = await listClaims();
+    const deleted = { ...before, metadata: { ...before.metadata, resourceVersion: after.resourceVersion } };
+    // What the copy's own watch does with the DELETED event.
+    store.apply("delete", deleted);
+    const binder = new BinderController({ kube, events: recorder, claimCache: { synced: true, store } });
+    await sandbox.admin.resetCounters();
+    const reports = await binder.handleEvent({
+      action: "delete",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: "reported",
+      namespace: "default",
+      object: deleted as unknown as Record<string, unknown>,
+    });
+    assert.match(reports.map((r) => r.outcome).join(), /volume is released/);
+    const counters = await sandbox.admin.counters();
+    assert.equal(counters["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
+    assert.equal(
+      (await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name)).status?.phase,
+      "Released",
+    );
+
+    // Another claim of that name (a new UID) in the copy neither hides the old one's deletion nor is taken for it.
+    const again = await kube.create(persistentVolumeClaims, pvc("reported", "5Gi"));
+    store.apply("add", again);
+    const released = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
+    await sandbox.admin.resetCounters();
+    await binder.handleEvent({
+      action: "update",
+      kind: "PersistentVolume",
+      apiVersion: "v1",
+      name: released.metadata.name,
+      object: released as unknown as Record<string, unknown>,
+    });
+    const later = await sandbox.admin.counters();
+    assert.equal(later["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(later));
+    const still = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
+    assert.equal(still.spec.claimRef?.uid, before.metadata.uid);
+    assert.equal(still.status?.phase, "Released");
+  });
+
   it("a new volume nudges the claims waiting for it from the claim copy: no list of claims", async () => {
     await kube.create(persistentVolumeClaims, pvc("nudged", "5Gi"));
     const claims = await listClaims();

@@ -219,3 +219,42 @@ describe("learn: the process's own writes", () => {
     assert.equal(store.get("", "b"), undefined, "the deletion stays");
   });
 });
+
+describe("wasDeleted: deletions the API server reported, remembered by UID", () => {
+  const withUid = (name: string, rv: string, uid: string): KubeObject => ({
+    ...obj(name, rv),
+    metadata: { ...obj(name, rv).metadata, uid },
+  });
+
+  it("a DELETED event and a relist without the object prove it gone; adds and updates do not", () => {
+    const store = new ObjectStore<KubeObject>({ rememberDeleted: 10 });
+    store.replaceWithList(
+      [withUid("a", "3", "uid-a"), withUid("b", "4", "uid-b"), withUid("c", "5", "uid-c")],
+      "5",
+    );
+    store.apply("update", withUid("a", "6", "uid-a"));
+    store.apply("delete", withUid("b", "7", "uid-b"));
+    assert.equal(store.wasDeleted("uid-a"), false);
+    assert.equal(store.wasDeleted("uid-b"), true);
+    // A DELETED event for an object the copy never held is the API server's word all the same.
+    store.apply("delete", withUid("x", "8", "uid-x"));
+    assert.equal(store.wasDeleted("uid-x"), true);
+    // A list at a newer revision without c: c was deleted in between.
+    store.replaceWithList([withUid("a", "6", "uid-a")], "9");
+    assert.equal(store.wasDeleted("uid-c"), true);
+    assert.equal(store.wasDeleted("uid-a"), false);
+    assert.equal(store.wasDeleted(undefined), false);
+  });
+
+  it("keeps the newest deletions only, and none unless asked", () => {
+    const store = new ObjectStore<KubeObject>({ rememberDeleted: 2 });
+    for (const n of ["1", "2", "3"]) store.apply("delete", withUid(`o${n}`, n, `uid-${n}`));
+    assert.deepEqual(
+      ["uid-1", "uid-2", "uid-3"].map((u) => store.wasDeleted(u)),
+      [false, true, true],
+    );
+    const plain = new ObjectStore<KubeObject>();
+    plain.apply("delete", withUid("o", "1", "uid-o"));
+    assert.equal(plain.wasDeleted("uid-o"), false);
+  });
+});

@@ -261,12 +261,13 @@ export async function loadVolumeView(
       ? refClaimFromCopy(cache, ref)
       : undefined;
   // The claim of a Released or Failed volume is gone for good (its absence released the volume): the copy's word will do.
+  // So is a claim whose deletion the copy's watch reported: UIDs never come back.
   const phase = volume.status?.phase;
   const goneForGood =
     !copied &&
     cache?.synced === true &&
-    (phase === "Released" || phase === "Failed") &&
-    !claimInCopy(cache, ref);
+    (((phase === "Released" || phase === "Failed") && !claimInCopy(cache, ref)) ||
+      cache.store.wasDeleted(ref.uid));
   const claim = copied ?? (goneForGood ? undefined : await readClaim(kube, ref.namespace ?? "", ref.name));
   const claimGone = !claim || claim.metadata.uid !== ref.uid;
   // Only the Recycle policy asks which pods still use the claim.

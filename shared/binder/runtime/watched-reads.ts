@@ -10,7 +10,9 @@
 //   (upstream's binder re-reads the API server before it believes that too).
 //   Except for a Released or Failed volume: its claim was gone already (that
 //   is what released it) and never comes back, so the copy's word suffices,
-//   as upstream's binder takes its informer's.
+//   as upstream's binder takes its informer's. And except for a claim whose
+//   deletion the copy's watch reported (its UID is among the remembered
+//   deletions): a deleted UID never returns, so that is proof, not a guess.
 // Every write is still conditional on the resourceVersion it was decided on,
 // so a copy that is behind costs a conflict and a fresh attempt, not a wrong
 // write.
@@ -23,6 +25,9 @@ export interface ClaimCache {
   readonly synced: boolean;
   readonly store: ObjectStore<PersistentVolumeClaim>;
 }
+
+/** Deleted claims' UIDs the claim copy remembers (the newest; about 100 bytes each). */
+export const DELETED_CLAIMS_REMEMBERED = 10_000;
 
 /** A watch that delivered something this recently counts as busy: it passes any recent revision soon. */
 const BUSY_WATCH_MS = 250;
