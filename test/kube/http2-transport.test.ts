@@ -4,6 +4,7 @@
 // the server ends the session (GOAWAY), refuses or resets a stream, stops
 // answering, or the connection goes dead.
 import assert from "node:assert/strict";
+import { createServer as createHttpServer } from "node:http";
 import http2 from "node:http2";
 import { createServer as createHttpsServer } from "node:https";
 import { type AddressInfo, connect, createServer as createTcpServer, type Socket } from "node:net";
@@ -306,6 +307,23 @@ describe("KubeJsonClient over HTTP/2", () => {
     const viaH1 = newClient((h1.address() as AddressInfo).port);
     assert.equal((await viaH1.get(persistentVolumes, "pv-1")).metadata.name, "pv-1");
     assert.equal(await viaH1.protocol(), "undici");
+
+    // Plain HTTP (the sandbox, a local proxy): undici, no TLS attempted.
+    const plain = createHttpServer((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(volume("pv-2")));
+    });
+    await new Promise<void>((resolve) => plain.listen(0, "127.0.0.1", resolve));
+    after(() => plain.close());
+    const kc = new KubeConfig();
+    kc.loadFromClusterAndUser(
+      { name: "c", server: `http://127.0.0.1:${(plain.address() as AddressInfo).port}`, skipTLSVerify: true },
+      { name: "u", token: "t" },
+    );
+    const viaHttp = new KubeJsonClient(kc);
+    after(() => viaHttp.close());
+    assert.equal((await viaHttp.get(persistentVolumes, "pv-2")).metadata.name, "pv-2");
+    assert.equal(await viaHttp.protocol(), "undici");
 
     // A server that speaks both gets HTTP/2; `transport: "undici"` keeps undici.
     const both = await startH2Server({ allowHTTP1: true });
