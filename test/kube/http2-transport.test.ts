@@ -187,6 +187,19 @@ describe("KubeJsonClient over HTTP/2", () => {
     );
     assert.equal(got.length, 40);
     assert.equal(server.sessions.length, 1);
+
+    // Once the server's limit is known, the client waits for a free stream
+    // instead of sending past it (kube-apiserver would answer PROTOCOL_ERROR,
+    // which is not retried): 40 requests take 40 consecutive stream ids, so
+    // none was refused and sent again.
+    const ids: number[] = [];
+    server.handler = (stream, headers, body) => {
+      ids.push(stream.id ?? 0);
+      setTimeout(() => answerJson(stream, headers, body), 2);
+    };
+    await Promise.all(Array.from({ length: 40 }, (_, i) => kube.get(persistentVolumes, `pv-${i}`)));
+    assert.equal(ids.length, 40);
+    assert.equal(Math.max(...ids) - Math.min(...ids), 2 * 39, `stream ids ${ids.join(",")}`);
   });
 
   test("GOAWAY: requests after it go over a new session, none fails", async () => {
