@@ -3,8 +3,9 @@
 // and TLS material by openTransport:
 // - HTTP/2 on Node's own http2 module, when the server is HTTPS without a
 //   proxy and offers h2 in ALPN (kube-apiserver always does): one session
-//   multiplexes every request. Per request it costs about half the CPU of
-//   undici's HTTP/2 client (bench/README.md, "A transport on node:http2").
+//   multiplexes every request. A request costs the client about a quarter
+//   less CPU than over undici's HTTP/2 client (bench/README.md, "Figures:
+//   HTTP/2 on node:http2, warmed processes").
 // - undici, client-node's own HTTP stack, for everything else: plain HTTP
 //   (the sandbox), HTTP(S) and SOCKS proxies, servers without h2.
 
