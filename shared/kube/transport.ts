@@ -108,6 +108,8 @@ export async function openTransport(
 export interface Http2Options {
   /** After a request timed out: a session that does not answer a PING within this is dropped. Default 5 s. */
   pingTimeoutMs?: number;
+  /** A session idle this long is closed before the next request, which opens a new one. Default 60 s. */
+  idleMs?: number;
 }
 
 /** undici's default connect timeout. */
@@ -153,6 +155,10 @@ const STREAM_WINDOW_BYTES = 4 << 20;
 const SESSION_WINDOW_BYTES = 16 << 20;
 const MAX_SESSION_MEMORY_MB = 128;
 const PING_TIMEOUT_MS = 5_000;
+// Longer than a busy controller's gaps, shorter than the idle timeouts of the
+// NATs and load balancers in between; a process frozen in between (Lambda)
+// thus never sends into a connection that died while it slept.
+const SESSION_IDLE_MS = 60_000;
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 
@@ -175,35 +181,48 @@ class NotSentError extends Error {
 
 /**
  * One HTTP/2 session at a time, opened on first use and again after the
- * server ends it (GOAWAY, connection lost). Streams the server refused
- * (REFUSED_STREAM, or a session already going away) are sent once more on a
- * new session; they were not processed.
+ * server ends it (GOAWAY, connection lost) or after it sat idle for a while.
+ * Streams the server refused (REFUSED_STREAM, or a session already going
+ * away) are sent once more; they were not processed.
  */
 export class Http2Transport implements KubeTransport {
   readonly protocol = "h2";
   private readonly url: URL;
   private readonly tls: TlsOptions;
   private current: Promise<http2.ClientHttp2Session> | undefined;
+  /** The session `current` resolved to, once it has. */
+  private live: http2.ClientHttp2Session | undefined;
   /** Streams open per session: a session holds the process open only while it has some. */
   private readonly active = new WeakMap<http2.ClientHttp2Session, number>();
+  /** performance.now() when a session last had no stream open. */
+  private readonly idleSince = new WeakMap<http2.ClientHttp2Session, number>();
   private closed = false;
   private readonly pingTimeoutMs: number;
+  private readonly idleMs: number;
 
   constructor(url: URL, tlsOptions: TlsOptions, socket?: tls.TLSSocket, options: Http2Options = {}) {
     this.url = url;
     this.tls = tlsOptions;
     this.pingTimeoutMs = options.pingTimeoutMs ?? PING_TIMEOUT_MS;
+    this.idleMs = options.idleMs ?? SESSION_IDLE_MS;
     if (socket) this.current = Promise.resolve(this.sessionOn(socket));
   }
 
   async request(r: TransportRequest): Promise<TransportResponse> {
-    for (let attempt = 1; ; attempt++) {
+    let sent = 0;
+    for (;;) {
       if (this.closed) throw new Error("the HTTP/2 transport is closed");
       const session = await this.session();
+      if (this.idleTooLong(session)) {
+        this.forget(session);
+        session.close();
+        continue;
+      }
+      sent++;
       try {
         return await this.exchange(session, r);
       } catch (err) {
-        if (!(err instanceof NotSentError) || attempt > 1) throw err;
+        if (!(err instanceof NotSentError) || sent > 1) throw err;
         // A refused stream leaves a working session (it may have come before
         // the server's stream limit did); one that is closing is left behind.
         if (session.closed || session.destroyed) this.forget(session);
@@ -215,6 +234,7 @@ export class Http2Transport implements KubeTransport {
     this.closed = true;
     const current = this.current;
     this.current = undefined;
+    this.live = undefined;
     const session = await current?.catch(() => undefined);
     if (session && !session.closed) {
       const closed = once(session, "close").catch(() => undefined);
@@ -252,6 +272,8 @@ export class Http2Transport implements KubeTransport {
       maxSessionMemory: MAX_SESSION_MEMORY_MB,
       settings: { initialWindowSize: STREAM_WINDOW_BYTES, enablePush: false },
     });
+    this.live = session;
+    this.idleSince.set(session, performance.now());
     session.setLocalWindowSize(SESSION_WINDOW_BYTES);
     const drop = (): void => this.forget(session);
     session.on("goaway", drop);
@@ -262,15 +284,16 @@ export class Http2Transport implements KubeTransport {
     return session;
   }
 
+  /** The next request opens a new session, if this one is still the current. */
   private forget(session: http2.ClientHttp2Session): void {
-    const current = this.current;
-    if (current === undefined) return;
-    void current.then(
-      (s) => {
-        if (s === session && this.current === current) this.current = undefined;
-      },
-      () => undefined,
-    );
+    if (this.live !== session) return;
+    this.live = undefined;
+    this.current = undefined;
+  }
+
+  private idleTooLong(session: http2.ClientHttp2Session): boolean {
+    if ((this.active.get(session) ?? 0) > 0) return false;
+    return performance.now() - (this.idleSince.get(session) ?? performance.now()) > this.idleMs;
   }
 
   private exchange(session: http2.ClientHttp2Session, r: TransportRequest): Promise<TransportResponse> {
@@ -338,7 +361,9 @@ export class Http2Transport implements KubeTransport {
   private finished(session: http2.ClientHttp2Session): void {
     const open = (this.active.get(session) ?? 1) - 1;
     this.active.set(session, open);
-    if (open === 0 && !session.destroyed) session.unref();
+    if (open > 0) return;
+    this.idleSince.set(session, performance.now());
+    if (!session.destroyed) session.unref();
   }
 
   /** A request timed out: if the session is dead too, drop it rather than send more into it. */

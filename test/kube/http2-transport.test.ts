@@ -310,6 +310,36 @@ describe("KubeJsonClient over HTTP/2", () => {
     assert.equal(server.sessions.length, 2, "a second connection after the dead one was dropped");
   });
 
+  test("a session idle longer than idleMs is closed before the next request, which gets a new one", async () => {
+    const server = await startH2Server();
+    const origin = `https://127.0.0.1:${server.port}`;
+    const transport = await openTransport(
+      { server: origin, proxyUrl: undefined, tls: { ca: Buffer.from(serving.caCert) } },
+      () => assert.fail("no fallback for an h2 server"),
+      { idleMs: 150 },
+    );
+    after(() => transport.close());
+    const get = () =>
+      transport.request({
+        origin,
+        path: "/api/v1/persistentvolumes/pv-1",
+        method: "GET",
+        headers: {},
+        body: null,
+        signal: AbortSignal.timeout(5_000),
+      });
+    await get();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await get();
+    assert.equal(server.sessions.length, 1, "a short pause keeps the session");
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    assert.equal((await get()).statusCode, 200);
+    assert.equal(server.sessions.length, 2, "after the idle time, a new session");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.ok(server.sessions[0]!.closed || server.sessions[0]!.destroyed, "the idle one was closed");
+    assert.equal(server.requests.length, 3);
+  });
+
   test("servers without h2 and plain-HTTP servers are reached through undici", async () => {
     const h1 = createHttpsServer({ key: serving.key, cert: serving.cert }, (_req, res) => {
       res.writeHead(200, { "content-type": "application/json" });
