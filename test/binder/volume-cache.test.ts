@@ -514,6 +514,18 @@ describe("binder: reads from the watched copy of the claims", () => {
     return { reports, counters: await sandbox.admin.counters() };
   }
 
+  /** A claim's DELETED event, as the forwarder delivers it. */
+  function claimDeleted(binder: BinderController, deleted: PersistentVolumeClaim) {
+    return binder.handleEvent({
+      action: "delete",
+      kind: "PersistentVolumeClaim",
+      apiVersion: "v1",
+      name: deleted.metadata.name,
+      namespace: deleted.metadata.namespace ?? "default",
+      object: deleted as unknown as Record<string, unknown>,
+    });
+  }
+
   it("a bound volume's echo, with a claim copy that has reached it: nothing to do, without a single request", async () => {
     const volume = await boundPair("echo");
     const claims = await listClaims();
@@ -579,14 +591,7 @@ describe("binder: reads from the watched copy of the claims", () => {
       metadata: { ...claimCopyOf.metadata, resourceVersion: String(Number(lagging.resourceVersion) + 1) },
     };
     await sandbox.admin.resetCounters();
-    const reports = await binder.handleEvent({
-      action: "delete",
-      kind: "PersistentVolumeClaim",
-      apiVersion: "v1",
-      name: "deleted",
-      namespace: "default",
-      object: deleted as unknown as Record<string, unknown>,
-    });
+    const reports = await claimDeleted(binder, deleted);
     assert.match(reports.map((r) => r.outcome).join(), /volume is released/);
     const released = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
     assert.equal(released.status?.phase, "Released");
@@ -604,14 +609,7 @@ describe("binder: reads from the watched copy of the claims", () => {
     });
     const deleted = { ...before, metadata: { ...before.metadata, resourceVersion: after.resourceVersion } };
     await sandbox.admin.resetCounters();
-    const reports = await binder.handleEvent({
-      action: "delete",
-      kind: "PersistentVolumeClaim",
-      apiVersion: "v1",
-      name: "gone-for-good",
-      namespace: "default",
-      object: deleted as unknown as Record<string, unknown>,
-    });
+    const reports = await claimDeleted(binder, deleted);
     assert.match(reports.map((r) => r.outcome).join(), /volume is released/);
     const counters = await sandbox.admin.counters();
     assert.equal(counters["get persistentvolumeclaims"], 1, JSON.stringify(counters));
@@ -634,14 +632,7 @@ describe("binder: reads from the watched copy of the claims", () => {
     store.apply("delete", deleted);
     const binder = new BinderController({ kube, events: recorder, claimCache: { synced: true, store } });
     await sandbox.admin.resetCounters();
-    const reports = await binder.handleEvent({
-      action: "delete",
-      kind: "PersistentVolumeClaim",
-      apiVersion: "v1",
-      name: "reported",
-      namespace: "default",
-      object: deleted as unknown as Record<string, unknown>,
-    });
+    const reports = await claimDeleted(binder, deleted);
     assert.match(reports.map((r) => r.outcome).join(), /volume is released/);
     const counters = await sandbox.admin.counters();
     assert.equal(counters["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(counters));
@@ -654,15 +645,7 @@ describe("binder: reads from the watched copy of the claims", () => {
     const again = await kube.create(persistentVolumeClaims, pvc("reported", "5Gi"));
     store.apply("add", again);
     const released = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
-    await sandbox.admin.resetCounters();
-    await binder.handleEvent({
-      action: "update",
-      kind: "PersistentVolume",
-      apiVersion: "v1",
-      name: released.metadata.name,
-      object: released as unknown as Record<string, unknown>,
-    });
-    const later = await sandbox.admin.counters();
+    const { counters: later } = await volumeEvent({ synced: true, store }, released);
     assert.equal(later["get persistentvolumeclaims"] ?? 0, 0, JSON.stringify(later));
     const still = await kube.get<PersistentVolume>(persistentVolumes, volume.metadata.name);
     assert.equal(still.spec.claimRef?.uid, before.metadata.uid);

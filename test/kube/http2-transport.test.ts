@@ -95,26 +95,14 @@ async function startH2Server(
 function kubeConfigFor(port: number, extra: { token?: string } = {}): KubeConfig {
   const b64 = (s: string) => Buffer.from(s).toString("base64");
   const kc = new KubeConfig();
-  kc.loadFromString(
-    [
-      "apiVersion: v1",
-      "kind: Config",
-      "clusters:",
-      "- name: c",
-      "  cluster:",
-      `    server: https://127.0.0.1:${port}`,
-      `    certificate-authority-data: ${b64(serving.caCert)}`,
-      "users:",
-      "- name: u",
-      "  user:",
-      `    client-certificate-data: ${b64(client.cert)}`,
-      `    client-key-data: ${b64(client.key)}`,
-      ...(extra.token ? [`    token: ${extra.token}`] : []),
-      "contexts:",
-      "- name: c",
-      "  context: {cluster: c, user: u}",
-      "current-context: c",
-    ].join("\n"),
+  kc.loadFromClusterAndUser(
+    { name: "c", server: `https://127.0.0.1:${port}`, caData: b64(serving.caCert), skipTLSVerify: false },
+    {
+      name: "u",
+      certData: b64(client.cert),
+      keyData: b64(client.key),
+      ...(extra.token ? { token: extra.token } : {}),
+    },
   );
   return kc;
 }
