@@ -383,10 +383,18 @@ describe("binder function as processes", () => {
       statuses.every((s) => s === 200 || s === 503),
       `statuses: ${[...new Set(statuses)]}`,
     );
-    // Lost or refused events are what the periodic resync repairs.
-    for (let pass = 0; pass < 3; pass++) {
+    // Lost or refused events are what the periodic resync repairs: passes on
+    // each instance in turn, as the PingSource's would come, three at least
+    // and up to six. Once, under the whole suite on a 2-core machine, a claim
+    // was still Pending after three (not reproduced alone or under CPU load).
+    for (let pass = 0; pass < 6; pass++) {
       const r = await fetch(`${instances[pass % instances.length]!.url}/resync`, { method: "POST" });
       assert.equal(r.status, 200);
+      if (pass < 2) continue;
+      const pending = (await kube.list<PersistentVolumeClaim>(persistentVolumeClaims)).items.filter(
+        (c) => c.status?.phase !== "Bound",
+      );
+      if (pending.length === 0) break;
     }
 
     const claims = (await kube.list<PersistentVolumeClaim>(persistentVolumeClaims)).items;
