@@ -9,7 +9,7 @@
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, relative } from "node:path";
+import { join, normalize, relative } from "node:path";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { isRecord } from "../../shared/is-record.ts";
 import { permissionKey, REPO } from "./code-rbac.ts";
@@ -91,16 +91,28 @@ export interface LoadOptions {
 export function loadManifests(components: readonly string[] = [], options: LoadOptions = {}): Manifest[] {
   const kustomization = readKustomization();
   let out = readResources(kustomization.resources ?? [], kustomization.namespace);
-  for (const dir of components) {
-    const component = readKustomization(dir);
-    out.push(
-      ...readResources(
-        (component.resources ?? []).map((f) => join(dir, f)),
-        kustomization.namespace,
-      ),
-    );
-    for (const ref of component.patches ?? []) out = applyPatch(out, dir, ref, options);
-  }
+  for (const dir of components) out = applyComponent(out, dir, kustomization.namespace, options);
+  return out;
+}
+
+/** One component on the objects so far: its resources, then the components it lists, then its own patches. */
+function applyComponent(
+  objects: Manifest[],
+  dir: string,
+  namespace: string | undefined,
+  options: LoadOptions,
+): Manifest[] {
+  const component = readKustomization(dir);
+  let out = [
+    ...objects,
+    ...readResources(
+      (component.resources ?? []).map((f) => join(dir, f)),
+      namespace,
+    ),
+  ];
+  for (const nested of component.components ?? [])
+    out = applyComponent(out, normalize(join(dir, nested)), namespace, options);
+  for (const ref of component.patches ?? []) out = applyPatch(out, dir, ref, options);
   return out;
 }
 

@@ -10,6 +10,8 @@ import { describe, it } from "node:test";
 import { controllersFromEnv, HOSTABLE } from "../../functions/controllers/main.ts";
 import { CONTROLLERS_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { SERVED_NAMES } from "../../functions/serve.ts";
+import type { ResourceDescriptor } from "../../shared/kube/resources.ts";
+import * as resources from "../../shared/kube/resources.ts";
 import { ENV_GATED, permissionKey, scanFunction } from "./code-rbac.ts";
 import {
   accountGrants,
@@ -30,6 +32,7 @@ const SECRETS = "components/secrets";
 const MANAGED = "components/managed";
 const CAPACITY = "components/capacity";
 const ONE_PROCESS_CAPACITY = "components/one-process-capacity";
+const ONE_PROCESS_MANAGED_CAPACITY = "components/one-process-managed-capacity";
 /** What the managed mode keeps of the controllers (deploy/components/managed). */
 const SIDECARS = ["provisioner", "attacher", "resizer"];
 
@@ -58,6 +61,34 @@ function watchedKinds(objects: readonly Manifest[], sinks: readonly string[]): s
       ),
     );
   return [...new Set(kinds)].sort();
+}
+
+/** The kinds the one process's source lists, each of which it may list once only. */
+function controllersSourceKinds(objects: readonly Manifest[]): string[] {
+  const kinds = (
+    (field(byName(objects, "ApiServerSource", "controllers-events"), "spec.resources") ?? []) as {
+      apiVersion: string;
+      kind: string;
+    }[]
+  ).map((r) => `${r.apiVersion}/${r.kind}`);
+  assert.equal(new Set(kinds).size, kinds.length, "no kind forwarded twice");
+  return kinds;
+}
+
+/** The event sources' ServiceAccount may watch each of `kinds` ("group/version/Kind" or "v1/Kind"). */
+function assertSourcesMayWatch(objects: readonly Manifest[], kinds: readonly string[]): void {
+  const sourcesRole = granted(objects, "event-sources");
+  for (const kind of kinds) {
+    const name = kind.split("/").pop();
+    const plural = Object.values(resources).find(
+      (r): r is ResourceDescriptor => typeof r === "object" && r !== null && "kind" in r && r.kind === name,
+    )?.plural;
+    assert.ok(plural, `a resource of kind ${name}`);
+    assert.ok(
+      [...sourcesRole].some((p) => p.endsWith(`/${plural}:watch`)),
+      `event-sources may watch ${plural}`,
+    );
+  }
 }
 
 function render(components: string[]): { objects: Manifest[]; unmatched: string[] } {
@@ -168,14 +199,7 @@ describe("one process for the controllers (deploy/components/one-process)", () =
 
   it("watches the union of the replaced sources' kinds, with what the event sources may read", () => {
     assert.deepEqual(watchedKinds(objects, ["controllers"]), watchedKinds(base, separate));
-    const sourcesRole = granted(objects, "event-sources");
-    for (const kind of watchedKinds(objects, ["controllers"])) {
-      const resource = `${kind.split("/").pop()?.toLowerCase()}s`;
-      assert.ok(
-        [...sourcesRole].some((p) => p.endsWith(`/${resource}:watch`)),
-        `event-sources may watch ${resource}`,
-      );
-    }
+    assertSourcesMayWatch(objects, watchedKinds(objects, ["controllers"]));
   });
 
   it("accepts events only from its two sources, for its own audience", () => {
@@ -230,6 +254,7 @@ describe("one process for the controllers (deploy/components/one-process)", () =
       [ONE_PROCESS],
       [SECRETS, ONE_PROCESS, MANAGED],
       [CAPACITY, ONE_PROCESS, ONE_PROCESS_CAPACITY],
+      [CAPACITY, ONE_PROCESS, MANAGED, ONE_PROCESS_MANAGED_CAPACITY],
     ]) {
       const rendered = kubectlKustomize(components);
       // kubectl is optional for the test suite; the reader above is the check that always runs.
@@ -264,13 +289,7 @@ describe("capacity tracking in the one process (deploy/components/one-process-ca
       (k) => !watchedKinds(base, ["provisioner"]).includes(k),
     );
     assert.ok(capacityKinds.length >= 4, capacityKinds.join(", "));
-    const kinds = (
-      (field(byName(objects, "ApiServerSource", "controllers-events"), "spec.resources") ?? []) as {
-        apiVersion: string;
-        kind: string;
-      }[]
-    ).map((r) => `${r.apiVersion}/${r.kind}`);
-    assert.equal(new Set(kinds).size, kinds.length, "no kind forwarded twice");
+    const kinds = controllersSourceKinds(objects);
     assert.deepEqual(
       [...kinds].sort(),
       [...new Set([...watchedKinds(base, separate), ...capacityKinds])].sort(),
@@ -289,5 +308,40 @@ describe("capacity tracking in the one process (deploy/components/one-process-ca
     );
     assert.ok(capacityCalls.length > 0, "the scan sees the capacity controller's calls");
     assert.deepEqual([...new Set(capacityCalls.map(permissionKey).filter((k) => !have.has(k)))], []);
+  });
+});
+
+describe("capacity tracking in the one process of a managed cluster (deploy/components/one-process-managed-capacity)", () => {
+  const separateManaged = loadManifests([CAPACITY, MANAGED], { unmatched: [] });
+  const { objects } = render([CAPACITY, ONE_PROCESS, MANAGED, ONE_PROCESS_MANAGED_CAPACITY]);
+  const env = envOf(servingContainer(byName(objects, "Service", "controllers")));
+
+  it("hosts the sidecars' three with the capacity settings of the separate provisioner", () => {
+    assert.deepEqual(controllersFromEnv({ CONTROLLERS: env.get("CONTROLLERS") }), SIDECARS);
+    const provisioner = envOf(servingContainer(byName(separateManaged, "Service", "provisioner")));
+    assert.equal(env.get("ENABLE_CAPACITY"), "true");
+    for (const key of ["ENABLE_CAPACITY", "NAMESPACE"]) assert.equal(env.get(key), provisioner.get(key), key);
+  });
+
+  it("watches what the separate managed functions with capacity watch, Nodes included, each kind once", () => {
+    const kinds = controllersSourceKinds(objects);
+    assert.ok(kinds.includes("v1/Node"), kinds.join(", "));
+    assert.deepEqual(watchedKinds(objects, ["controllers"]), watchedKinds(separateManaged, SIDECARS));
+    assertSourcesMayWatch(objects, kinds);
+    // components/one-process-capacity alone relies on attach-detach's Nodes, which managed mode takes out.
+    const without = render([CAPACITY, ONE_PROCESS, MANAGED, ONE_PROCESS_CAPACITY]).objects;
+    assert.ok(!watchedKinds(without, ["controllers"]).includes("v1/Node"));
+  });
+
+  it("grants the one ServiceAccount every call of the hosted controllers, capacity's included", () => {
+    const { cluster, namespaced } = accountGrants(objects, "controllers", NAMESPACE);
+    const have = new Set([...cluster, ...namespaced]);
+    const calls = scanFunction("controllers").calls.filter(
+      (call) =>
+        ENV_GATED.some((g) => g.file === call.file && g.env === "ENABLE_CAPACITY") ||
+        SIDECARS.some((f) => call.file.includes(`/${f}/`)),
+    );
+    assert.ok(calls.length > 0, "the scan sees the hosted controllers' calls");
+    assert.deepEqual([...new Set(calls.map(permissionKey).filter((k) => !have.has(k)))], []);
   });
 });
