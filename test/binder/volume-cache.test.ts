@@ -296,6 +296,39 @@ describe("binder with a watched volume copy", () => {
     assert.equal(counters["list persistentvolumes"] ?? 0, 0, JSON.stringify(counters));
   });
 
+  it("a resync binds a claim its copy (past the claim's revision) says nothing matches: the pass's own list refreshes the copy", async () => {
+    // The one volume that fits is held by a losing race's claimRef when the claim is made and the copy taken.
+    const held = await createVolume(pv("held", "10Gi"));
+    await kube.replace(persistentVolumes, {
+      ...held,
+      spec: {
+        ...held.spec,
+        claimRef: { kind: "PersistentVolumeClaim", namespace: "other", name: "x", uid: "u-x" },
+      },
+    });
+    await kube.create(persistentVolumeClaims, pvc("patient", "5Gi"));
+    const listed = await listVolumes();
+    const copy = frozenCopy(listed.items, listed.resourceVersion);
+    // The race is rolled back after the copy: its event never reaches this binder.
+    const taken = await kube.get<PersistentVolume>(persistentVolumes, "held");
+    const { claimRef: _, ...unclaimed } = taken.spec;
+    await kube.replace(persistentVolumes, { ...taken, spec: unclaimed });
+
+    const { report } = await claimSync(copy, "patient");
+    assert.equal(report?.outcome.startsWith("bound"), false, "the event's sync trusts the copy");
+    const binder = new BinderController({ kube, events: recorder, volumeCache: copy });
+    const pass = await binder.resync();
+    assert.deepEqual(pass.errors, []);
+    const claim = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, "patient", "default");
+    assert.equal(claim.spec.volumeName, "held");
+    assert.equal(claim.status?.phase, "Bound");
+    assert.equal(
+      copy.store.get("", "held")?.spec.claimRef?.name,
+      "patient",
+      "the copy learned the list and the bind",
+    );
+  });
+
   it("a watched store that would crowd the heap is dropped: not synced, empty, and the binder lists instead", async () => {
     await createVolume(pv("big-cluster", "10Gi"));
     const watched = startWatchedStore<PersistentVolume>({

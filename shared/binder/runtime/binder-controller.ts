@@ -311,6 +311,10 @@ function binderSpec(
         (c): BinderKey => ({ kind: "claim", namespace: c.metadata.namespace ?? "", name: c.metadata.name }),
       );
       const volumeKeys = volumes.items.map((v): BinderKey => ({ kind: "volume", name: v.metadata.name }));
+      // The pass repairs what events missed, so its decisions may not rest on copies older than its own
+      // lists: a copy past a claim's revision but behind a volume freed since would keep the claim Pending.
+      if (o.volumeCache?.synced) o.volumeCache.store.replaceWithList(volumes.items, volumes.resourceVersion);
+      if (o.claimCache?.synced) o.claimCache.store.replaceWithList(claims.items, claims.resourceVersion);
       // The pv_collector gauges: upstream counts its informer caches at each scrape; we count these lists.
       instruments.inventory(claims.items, volumes.items);
       return {
