@@ -10,8 +10,24 @@ import { FUNCTION_NAMES } from "../../functions/serve.ts";
 import { combineControllers, hostControllers } from "../../shared/http/combined-controller.ts";
 import type { Controller, ControllerEvent } from "../../shared/http/controller-function.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
-import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
-import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import {
+  csiNodes,
+  csiStorageCapacities,
+  namespaces,
+  nodes,
+  persistentVolumeClaims,
+  persistentVolumes,
+  storageClasses,
+} from "../../shared/kube/resources.ts";
+import type {
+  CSINode,
+  CSIStorageCapacity,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  StorageClass,
+} from "../../shared/kube/types.ts";
+import { envOf, field, loadManifests, servingContainer } from "../deploy/manifests.ts";
 import { eventually } from "../helpers/eventually.ts";
 import { type FunctionProcess, startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
@@ -102,17 +118,21 @@ async function deliverTo(
   kind: "PersistentVolumeClaim" | "PersistentVolume",
   object: object,
 ) {
+  return deliverEvent(host, "MODIFIED", { ...object, kind, apiVersion: "v1" });
+}
+
+async function deliverEvent(host: FunctionProcess, type: "ADDED" | "MODIFIED", object: object) {
   const r = await fetch(`${host.url}/`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ type: "MODIFIED", object: { ...object, kind, apiVersion: "v1" } }),
+    body: JSON.stringify({ type, object }),
   });
   assert.equal(r.status, 200, await r.clone().text());
   return (await r.json()) as { results: { synced: { object: string; outcome: string }[] }[] };
 }
 
 /** A sandbox seeded with the driver's Immediate, Delete class "fast"; an API client to it; the host once started. */
-function hostOverSandbox(controllers: string) {
+function hostOverSandbox(controllers: string, env: Record<string, string> = {}) {
   const world = {} as { sandbox: TestSandbox; kube: KubeJsonClient; host: FunctionProcess };
   before(async () => {
     world.sandbox = await startTestSandbox();
@@ -133,6 +153,7 @@ function hostOverSandbox(controllers: string) {
       CSI_ENDPOINT: world.sandbox.csiEndpoint,
       DRIVER_NAME: driver,
       CONTROLLERS: controllers,
+      ...env,
     });
   });
   after(async () => {
@@ -239,5 +260,87 @@ describe("FUNCTION=controllers keeps the copies its controllers share once", () 
     assert.equal(seen["list persistentvolumes"], 1, JSON.stringify(seen));
     assert.equal(seen["watch storageclasses"], 1, JSON.stringify(seen));
     assert.equal(seen["list storageclasses"], 1, JSON.stringify(seen));
+  });
+});
+
+describe("FUNCTION=controllers of a managed cluster with capacity tracking, as components/one-process-managed-capacity sets it up", () => {
+  const rendered = loadManifests(
+    [
+      "components/capacity",
+      "components/one-process",
+      "components/managed",
+      "components/one-process-managed-capacity",
+    ],
+    { unmatched: [] },
+  );
+  const service = rendered.find((m) => m.kind === "Service" && m.metadata.name === "controllers");
+  assert.ok(service);
+  const env = envOf(servingContainer(service));
+  const namespace = env.get("NAMESPACE") ?? "";
+  const world = hostOverSandbox(env.get("CONTROLLERS") ?? "", {
+    ENABLE_CAPACITY: env.get("ENABLE_CAPACITY") ?? "",
+    NAMESPACE: namespace,
+  });
+  const source = rendered.find(
+    (m) => m.kind === "ApiServerSource" && m.metadata.name === "controllers-events",
+  );
+  const forwarded = ((field(source!, "spec.resources") ?? []) as { apiVersion: string; kind: string }[]).map(
+    (r) => `${r.apiVersion}/${r.kind}`,
+  );
+
+  /** Capacity objects of class "tracked", by segment. */
+  async function segments(): Promise<string[]> {
+    const list = await world.kube.list<CSIStorageCapacity>(csiStorageCapacities, { namespace });
+    return list.items
+      .filter((c) => c.storageClassName === "tracked")
+      .map((c) => Object.values(c.nodeTopology?.matchLabels ?? {}).join(","))
+      .sort();
+  }
+
+  it("a forwarded Node with a new topology segment gets that segment its capacity object", async () => {
+    const { kube } = world;
+    assert.deepEqual(controllersFromEnv({ CONTROLLERS: env.get("CONTROLLERS") }), [
+      "provisioner",
+      "attacher",
+      "resizer",
+    ]);
+    await kube.create(namespaces, { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
+    const tracked = await kube.create<StorageClass>(storageClasses, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "StorageClass",
+      metadata: { name: "tracked" },
+      provisioner: driver,
+      volumeBindingMode: "WaitForFirstConsumer",
+    });
+    assert.ok(forwarded.includes("storage.k8s.io/v1/StorageClass"));
+    await deliverEvent(world.host, "ADDED", tracked);
+    const before = await eventually("a capacity object per node", async () => {
+      const s = await segments();
+      return s.length === 2 ? s : undefined;
+    });
+    assert.deepEqual(before, ["sandbox-node", "sandbox-node-2"]);
+
+    // A third node of the driver, in a segment of its own: only its Node event is delivered.
+    const first = await kube.get<CSINode>(csiNodes, "sandbox-node");
+    const topologyKey = first.spec.drivers[0]?.topologyKeys?.[0] ?? "";
+    assert.ok(topologyKey);
+    await kube.create(csiNodes, {
+      apiVersion: "storage.k8s.io/v1",
+      kind: "CSINode",
+      metadata: { name: "sandbox-node-3" },
+      spec: { drivers: [{ name: driver, nodeID: "sandbox-node-3", topologyKeys: [topologyKey] }] },
+    });
+    const node = await kube.create<Node>(nodes, {
+      apiVersion: "v1",
+      kind: "Node",
+      metadata: { name: "sandbox-node-3", labels: { [topologyKey]: "sandbox-node-3" } },
+    });
+    assert.ok(forwarded.includes("v1/Node"), `the source forwards Nodes: ${forwarded.join(", ")}`);
+    await deliverEvent(world.host, "ADDED", node);
+    const after = await eventually("a capacity object for the new segment", async () => {
+      const s = await segments();
+      return s.length === 3 ? s : undefined;
+    });
+    assert.deepEqual(after, ["sandbox-node", "sandbox-node-2", "sandbox-node-3"]);
   });
 });
