@@ -10,8 +10,7 @@ import { describe, it } from "node:test";
 import { controllersFromEnv, HOSTABLE } from "../../functions/controllers/main.ts";
 import { CONTROLLERS_NODE_OPTIONS } from "../../functions/node-options.ts";
 import { SERVED_NAMES } from "../../functions/serve.ts";
-import type { ResourceDescriptor } from "../../shared/kube/resources.ts";
-import * as resources from "../../shared/kube/resources.ts";
+import { WATCHABLE_KINDS } from "../../shared/forwarder/watched-kinds.ts";
 import { ENV_GATED, permissionKey, scanFunction } from "./code-rbac.ts";
 import {
   accountGrants,
@@ -80,10 +79,8 @@ function assertSourcesMayWatch(objects: readonly Manifest[], kinds: readonly str
   const sourcesRole = granted(objects, "event-sources");
   for (const kind of kinds) {
     const name = kind.split("/").pop();
-    const plural = Object.values(resources).find(
-      (r): r is ResourceDescriptor => typeof r === "object" && r !== null && "kind" in r && r.kind === name,
-    )?.plural;
-    assert.ok(plural, `a resource of kind ${name}`);
+    const plural = WATCHABLE_KINDS.get(name ?? "")?.plural;
+    assert.ok(plural, `a kind the forwarder can watch: ${name}`);
     assert.ok(
       [...sourcesRole].some((p) => p.endsWith(`/${plural}:watch`)),
       `event-sources may watch ${plural}`,
