@@ -8,7 +8,7 @@ import request from "supertest";
 import { createProvisionerApp } from "../../functions/provisioner/app.ts";
 import type { FunctionApp } from "../../shared/http/function-app.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../shared/kube/resources.ts";
-import type { PersistentVolumeClaim } from "../../shared/kube/types.ts";
+import type { PersistentVolume, PersistentVolumeClaim } from "../../shared/kube/types.ts";
 import { createLogger } from "../../shared/log.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
@@ -140,6 +140,47 @@ describe("provisioner function over HTTP", () => {
     assert.equal(released.status, 200, JSON.stringify(released.body));
     assert.equal(released.body.results[0].synced[0].outcome, "volume is gone");
     assert.equal((await sandbox.admin.counters())["get persistentvolumes"], 1);
+  });
+
+  it("a volume event older than the provisioner's own write of that PV is answered without reading it", async () => {
+    const c = await handedOver("reclaimed");
+    const provisioned = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "ADDED", object: c }));
+    assert.equal(provisioned.status, 200, JSON.stringify(provisioned.body));
+    const pvName = `pvc-${c.metadata.uid}`;
+    await system.binder.syncClaimByKey("default", "reclaimed");
+    // Released as the binder leaves it once the claim is gone: the copy a deletion starts from.
+    const bound = await system.kube.get<PersistentVolume>(persistentVolumes, pvName);
+    const released = await system.kube.replace<PersistentVolume>(
+      persistentVolumes,
+      { ...bound, status: { phase: "Released" } },
+      { subresource: "status" },
+    );
+    // The Released event's sync: DeleteVolume, then the PV's DELETE and our finalizer off.
+    const first = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "MODIFIED", object: released }));
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.deepEqual(await sandbox.csi.volumes(), []);
+    const after = await system.kube.get<PersistentVolume>(persistentVolumes, pvName).catch(() => undefined);
+    assert.ok(!after?.metadata.finalizers?.includes("external-provisioner.volume.kubernetes.io/finalizer"));
+
+    // The same Released copy delivered again (a queued or repeated event): it is older than what
+    // the sync wrote, so it is answered from memory; a fresh process would read the PV.
+    await sandbox.admin.resetCounters();
+    const late = await request(app)
+      .post("/")
+      .set("content-type", "application/json")
+      .send(JSON.stringify({ type: "MODIFIED", object: released }));
+    assert.equal(late.status, 200, JSON.stringify(late.body));
+    assert.equal(
+      late.body.results[0].synced[0].outcome,
+      "the event's copy is older than this process's own write of it",
+    );
+    assert.deepEqual(await sandbox.admin.counters(), {});
   });
 
   it("answers 503 with Retry-After while CreateVolume may still be running, and 400 for a bad envelope", async () => {

@@ -8,6 +8,7 @@ import type { CsiClient } from "../../csi/client.ts";
 import { getOptional, isTransient } from "../../kube/api-errors.ts";
 import { claimClass } from "../../kube/claim-class.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import type { OwnRevisions } from "../../kube/own-revisions.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import { readSecretData } from "../../kube/secrets.ts";
 import { readStorageClass, type StorageClassCopy } from "../../kube/storage-class-copy.ts";
@@ -34,6 +35,8 @@ export interface LoaderDeps {
   storageClasses: (() => StorageClassCopy) | undefined;
   /** A watched copy of the VolumeAttachments (attachment-copy.ts); none: list them per deletion. */
   attachments?: (() => AttachmentCopy) | undefined;
+  /** The PV revisions this process wrote or read live: older event copies are skipped. */
+  written?: OwnRevisions | undefined;
 }
 
 /** The previous round's state with what its steps carried (a written claim, progress) laid over it. */
@@ -144,6 +147,7 @@ export async function loadVolumeState(
   else {
     const volume = await getOptional(() => kube.get<PersistentVolume>(persistentVolumes, name));
     if (!volume) return undefined;
+    deps.written?.note(volume);
     s = { volume, driverName, driverPublishes: false, attachments: [], progress: {} };
     if (isVolumeForDriver(volume, driverName)) {
       const driverPublishes = (await csi.capabilities()).publishUnpublishVolume;

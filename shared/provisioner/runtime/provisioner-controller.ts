@@ -11,6 +11,7 @@ import type { ControllerEvent } from "../../http/controller-function.ts";
 import { claimFromEvent, volumeFromEvent } from "../../kube/event-copies.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { OwnRevisions } from "../../kube/own-revisions.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { StorageClassCopy } from "../../kube/storage-class-copy.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
@@ -55,7 +56,10 @@ export interface ProvisionerControllerOptions {
   attachments?: () => AttachmentCopy;
 }
 
-type ProvisionerKey = { kind: "claim"; namespace: string; name: string } | { kind: "volume"; name: string };
+/** A volume event's `copy`: skipped once this process has written (or read live) a newer revision. */
+type ProvisionerKey =
+  | { kind: "claim"; namespace: string; name: string }
+  | { kind: "volume"; name: string; copy?: PersistentVolume };
 
 type ProvisionerState = { kind: "claim"; state: ClaimState } | { kind: "volume"; state: VolumeState };
 
@@ -72,6 +76,7 @@ function decide(s: ProvisionerState): ProvisionerPlan {
 
 function provisionerSpec(o: ProvisionerControllerOptions): SpecOf<ProvisionerController> {
   const { kube, driverName } = o;
+  const written = new OwnRevisions();
   const deps: LoaderDeps = {
     kube,
     csi: o.csi,
@@ -81,6 +86,7 @@ function provisionerSpec(o: ProvisionerControllerOptions): SpecOf<ProvisionerCon
     topology: o.topology,
     storageClasses: o.storageClasses,
     attachments: o.attachments,
+    written,
   };
   const answer = (object: string, outcome: string) => ({ reports: [{ object, outcome }] });
 
@@ -104,7 +110,7 @@ function provisionerSpec(o: ProvisionerControllerOptions): SpecOf<ProvisionerCon
         const copy = volumeFromEvent(e.object);
         if (copy && volumeNeedsNothing(copy, driverName))
           return answer(`volume ${e.name}`, "nothing to do (the event's copy)");
-        return [{ kind: "volume", name: e.name }];
+        return [{ kind: "volume", name: e.name, ...(copy?.metadata.name === e.name ? { copy } : {}) }];
       }
       return [];
     },
@@ -119,9 +125,16 @@ function provisionerSpec(o: ProvisionerControllerOptions): SpecOf<ProvisionerCon
       return state && { kind: "volume", state };
     },
     absent: (key) => (key.kind === "claim" ? "claim is gone" : "volume is gone"),
+    // A deletion's own writes (DELETE, then our finalizer off) each bring an event; an event
+    // queued behind that sync shows a state it has moved past, and its own newer event follows.
+    skip: (key) =>
+      key.kind === "volume" && key.copy && written.isBehind(key.copy)
+        ? "the event's copy is older than this process's own write of it"
+        : undefined,
     decide,
     executors: provisionerExecutors({
       kube,
+      written,
       csi: o.csi,
       events: o.events,
       metrics: o.metrics ?? provisionerMetrics(),

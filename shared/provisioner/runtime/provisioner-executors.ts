@@ -11,6 +11,7 @@ import { RetryLaterError } from "../../http/errors.ts";
 import { isAlreadyExists, isNotFound } from "../../kube/api-errors.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import type { OwnRevisions } from "../../kube/own-revisions.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { PersistentVolume } from "../../kube/types.ts";
 import { retrying } from "../../retry.ts";
@@ -24,6 +25,8 @@ interface ExecutorDeps {
   csi: CsiClient;
   events: EventSink;
   metrics: ProvisionerMetrics;
+  /** Notes every PV this process writes, so that older event copies of it are skipped. */
+  written?: OwnRevisions;
 }
 
 function csiFailure(error: unknown, nodeSelected: boolean): CsiFailure {
@@ -53,6 +56,7 @@ export function provisionerExecutors<K>({
   csi,
   events,
   metrics,
+  written,
 }: ExecutorDeps): Executors<ProvisionerStep, K, ProvisionerFact> {
   return {
     async event(step, run) {
@@ -69,7 +73,7 @@ export function provisionerExecutors<K>({
       return 1;
     },
     async "write-volume"(step) {
-      await kube.replace(persistentVolumes, step.volume);
+      written?.note(await kube.replace(persistentVolumes, step.volume));
       return 1;
     },
     async "protect-source"(step) {
@@ -92,7 +96,7 @@ export function provisionerExecutors<K>({
     },
     async "create-pv"(step, run) {
       try {
-        await kube.create(persistentVolumes, step.volume);
+        written?.note(await kube.create(persistentVolumes, step.volume));
         run.carry({ saved: true });
         return 1;
       } catch (err) {
@@ -136,6 +140,7 @@ export function provisionerExecutors<K>({
       try {
         // Only this incarnation of the PV; what finalizers still hold comes back.
         const held = await kube.delete(persistentVolumes, name, undefined, { preconditions: { uid } });
+        written?.note(held as PersistentVolume | undefined);
         run.carry({ pvDeleted: { remaining: held as PersistentVolume | undefined } });
       } catch (err) {
         if (!isNotFound(err)) throw err;
