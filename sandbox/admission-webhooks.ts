@@ -1,6 +1,8 @@
 // The webhook configurations the admission function serves, as
-// deploy/webhooks.yaml registers them in a cluster: mutating claims and PVs
-// at creation, validating claim updates and VolumeAttachment creation. `npm
+// deploy/webhooks.yaml registers them in a cluster: mutating claims at
+// creation and validating VolumeAttachment creation; with `storagePluginsOff`
+// also what deploy/components/no-storage-admission-plugins adds, mutating PVs
+// at creation and validating claim updates. `npm
 // start` and the benches seed them into the sandbox API server with
 // failurePolicy Ignore (the sandbox is a demo, and a webhook hiccup should
 // not block it; the API server's own rules still apply, and the sandbox
@@ -17,6 +19,8 @@ interface Hook {
   group: string;
   resource: string;
   operation: "CREATE" | "UPDATE";
+  /** Registered only for a kube-apiserver without its storage admission plugins (the component's hooks). */
+  pluginsOff?: true;
 }
 
 const MUTATING: readonly Hook[] = [
@@ -33,6 +37,7 @@ const MUTATING: readonly Hook[] = [
     group: "",
     resource: "persistentvolumes",
     operation: "CREATE",
+    pluginsOff: true,
   },
 ];
 
@@ -43,6 +48,7 @@ const VALIDATING: readonly Hook[] = [
     group: "",
     resource: "persistentvolumeclaims",
     operation: "UPDATE",
+    pluginsOff: true,
   },
   {
     name: "va.validate.storage.kube-storage-functions.io",
@@ -58,25 +64,28 @@ export function admissionWebhookConfigurations(
   url: string,
   caCertPem: string,
   failurePolicy: FailurePolicy,
+  options: { storagePluginsOff?: boolean } = {},
 ): KubeObject[] {
   const caBundle = Buffer.from(caCertPem).toString("base64");
   const webhooks = (hooks: readonly Hook[]) =>
-    hooks.map((hook) => ({
-      name: hook.name,
-      clientConfig: { url: `${url}${hook.path}`, caBundle },
-      rules: [
-        {
-          operations: [hook.operation],
-          apiGroups: [hook.group],
-          apiVersions: ["v1"],
-          resources: [hook.resource],
-        },
-      ],
-      sideEffects: "None",
-      admissionReviewVersions: ["v1"],
-      failurePolicy,
-      timeoutSeconds: 5,
-    }));
+    hooks
+      .filter((hook) => options.storagePluginsOff || !hook.pluginsOff)
+      .map((hook) => ({
+        name: hook.name,
+        clientConfig: { url: `${url}${hook.path}`, caBundle },
+        rules: [
+          {
+            operations: [hook.operation],
+            apiGroups: [hook.group],
+            apiVersions: ["v1"],
+            resources: [hook.resource],
+          },
+        ],
+        sideEffects: "None",
+        admissionReviewVersions: ["v1"],
+        failurePolicy,
+        timeoutSeconds: 5,
+      }));
   const configuration = (kind: string, hooks: readonly Hook[]): KubeObject => ({
     apiVersion: "admissionregistration.k8s.io/v1",
     kind,

@@ -25,7 +25,9 @@
 // --private-apiserver runs the checks on a kube-apiserver of its own, made
 // from the same binaries and PKI, with DefaultStorageClass and
 // PersistentVolumeClaimResize off: there our webhooks alone give the default
-// class and refuse a resize the class does not allow.
+// class and refuse a resize the class does not allow, the claim UPDATE hook
+// registered from deploy/components/no-storage-admission-plugins as an
+// operator of such a cluster would.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -359,6 +361,8 @@ async function main(): Promise<void> {
       values.driver ?? "hostpath.csi.k8s.io",
       suffix,
       dir,
+      // Without PersistentVolumeClaimResize, the claim UPDATE hook of that component is what refuses a resize.
+      { storagePluginsOff: server !== undefined },
     );
   } finally {
     await server?.stop();
@@ -371,7 +375,13 @@ async function main(): Promise<void> {
   process.exitCode = failed.length === 0 ? 0 : 1;
 }
 
-async function runChecks(kubeconfig: string, driver: string, suffix: string, dir: string): Promise<void> {
+async function runChecks(
+  kubeconfig: string,
+  driver: string,
+  suffix: string,
+  dir: string,
+  hooks: { storagePluginsOff: boolean },
+): Promise<void> {
   const kube = new KubeJsonClient(loadKubeConfig({ KUBECONFIG: kubeconfig }));
   const names = {
     class: `ksf-check-default-${suffix}`,
@@ -443,7 +453,7 @@ async function runChecks(kubeconfig: string, driver: string, suffix: string, dir
     });
     const builtInDefault = plain.spec.storageClassName === names.class;
 
-    for (const config of await webhookConfigurations(CONFIG_NAME, fn.url, certs.caCert)) {
+    for (const config of await webhookConfigurations(CONFIG_NAME, fn.url, certs.caCert, hooks)) {
       const r =
         config.kind === "MutatingWebhookConfiguration"
           ? mutatingWebhookConfigurations

@@ -145,7 +145,7 @@ describe("managed-cluster mode (deploy/components/managed)", () => {
     assert.ok(JSON.stringify(baseRole?.rules).includes('"pods"'), "the full install still grants pods");
   });
 
-  it("keeps the claim and PV hooks and drops the VolumeAttachment hook kube-controller-manager would meet", () => {
+  it("keeps the claim hook and drops the VolumeAttachment hook kube-controller-manager would meet", () => {
     const hooks = (kind: string, from: readonly Manifest[]): string[] =>
       from
         .filter((m) => m.kind === kind)

@@ -35,6 +35,7 @@ import {
   DEPLOY,
   envOf,
   field,
+  kubectlKustomize,
   loadManifests,
   type Manifest,
   ofKind,
@@ -419,8 +420,11 @@ describe("admission webhooks", () => {
     lookups: touchRecorder().client as never,
     config: defaultAdmissionConfig(),
   });
-  const mutating = ofKind(manifests, "MutatingWebhookConfiguration");
-  const validating = ofKind(manifests, "ValidatingWebhookConfiguration");
+  // Every route has a hook once components/no-storage-admission-plugins is added; the default has two.
+  const PLUGINS_OFF = "components/no-storage-admission-plugins";
+  const everyHook = loadManifests([PLUGINS_OFF]);
+  const mutating = ofKind(everyHook, "MutatingWebhookConfiguration");
+  const validating = ofKind(everyHook, "ValidatingWebhookConfiguration");
   type Webhook = {
     name: string;
     clientConfig: {
@@ -446,6 +450,32 @@ describe("admission webhooks", () => {
   const certsScript = readFileSync(join(REPO, "scripts", "certs.ts"), "utf8");
   const certDefault = (variable: string): string | undefined =>
     new RegExp(`"${variable}",\\s*"([^"]+)"`).exec(certsScript)?.[1];
+
+  it("the default registers only the hooks kube-apiserver's default plugins do not do already", () => {
+    const byDefault = ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"].flatMap((kind) =>
+      ofKind(manifests, kind).flatMap((c) =>
+        ((c.webhooks as Webhook[] | undefined) ?? []).map((w) => w.clientConfig.service?.path),
+      ),
+    );
+    // The hand-over at claim creation, and the CSIDriver check nothing else makes.
+    assert.deepEqual(byDefault, ["/mutate/persistentvolumeclaims", "/validate/volumeattachments"]);
+    const component = readKustomization(PLUGINS_OFF);
+    assert.equal(component.kind, "Component");
+    assert.deepEqual(component.resources ?? [], [], "the component only adds hooks");
+    const added = webhooks
+      .map((w) => w.webhook.clientConfig.service?.path ?? "")
+      .filter((path) => !byDefault.includes(path));
+    assert.deepEqual(added.sort(), ["/mutate/persistentvolumes", "/validate/persistentvolumeclaims"]);
+    const rendered = kubectlKustomize([PLUGINS_OFF]);
+    if (rendered) {
+      const paths = rendered
+        .filter((m) => /WebhookConfiguration$/.test(m.kind))
+        .flatMap((c) =>
+          ((c.webhooks as Webhook[] | undefined) ?? []).map((w) => w.clientConfig.service?.path),
+        );
+      assert.deepEqual(paths.sort(), webhooks.map((w) => w.webhook.clientConfig.service?.path).sort());
+    }
+  });
 
   it("one webhook per admission route, mutate/validate by its path", () => {
     assert.deepEqual(
@@ -506,9 +536,10 @@ describe("admission webhooks", () => {
     assert.equal(policy.get("/validate/persistentvolumeclaims"), "Ignore");
     assert.equal(policy.get("/mutate/persistentvolumes"), "Ignore");
     assert.equal(policy.get("/validate/volumeattachments"), "Fail");
-    const text = readFileSync(join(DEPLOY, "webhooks.yaml"), "utf8");
+    const explained = (file: string): number =>
+      (readFileSync(join(DEPLOY, file), "utf8").match(/^\s+# (Ignore|Fail):/gm) ?? []).length;
     assert.equal(
-      (text.match(/^\s+# (Ignore|Fail):/gm) ?? []).length,
+      explained("webhooks.yaml") + explained(join(PLUGINS_OFF, "kustomization.yaml")),
       webhooks.length,
       "each failurePolicy is explained",
     );

@@ -1,8 +1,16 @@
 // The configurations the real-cluster tools register: deploy/webhooks.yaml's,
-// renamed, each hook called by URL with our CA.
+// renamed, each hook called by URL with our CA; for a kube-apiserver without
+// its storage admission plugins, with components/no-storage-admission-plugins' hooks.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { admissionWebhookConfigurations } from "../../sandbox/admission-webhooks.ts";
 import { webhookConfigurations } from "../../scripts/webhook-configurations.ts";
+import type { KubeObject } from "../../shared/kube/types.ts";
+
+type SandboxHook = { clientConfig: { url?: string }; rules: { operations: string[] }[] };
+
+const CA = "Q0EgUEVN";
+const at = (path: string) => ({ url: `https://127.0.0.1:8443${path}`, caBundle: CA });
 
 test("deploy/webhooks.yaml's two configurations, renamed, every hook at url + its service path with the CA", async () => {
   const configs = await webhookConfigurations("check", "https://127.0.0.1:8443", "CA PEM");
@@ -15,23 +23,59 @@ test("deploy/webhooks.yaml's two configurations, renamed, every hook at url + it
   );
   const hooks = configs.flatMap((c) => c.webhooks.map((w) => [w.name, w.clientConfig]));
   assert.deepEqual(hooks, [
-    [
-      "persistentvolumeclaims.mutate.storage.kube-storage-functions.io",
-      { url: "https://127.0.0.1:8443/mutate/persistentvolumeclaims", caBundle: "Q0EgUEVN" },
-    ],
-    [
-      "persistentvolumes.mutate.storage.kube-storage-functions.io",
-      { url: "https://127.0.0.1:8443/mutate/persistentvolumes", caBundle: "Q0EgUEVN" },
-    ],
-    [
-      "persistentvolumeclaims.validate.storage.kube-storage-functions.io",
-      { url: "https://127.0.0.1:8443/validate/persistentvolumeclaims", caBundle: "Q0EgUEVN" },
-    ],
-    [
-      "volumeattachments.validate.storage.kube-storage-functions.io",
-      { url: "https://127.0.0.1:8443/validate/volumeattachments", caBundle: "Q0EgUEVN" },
-    ],
+    ["persistentvolumeclaims.mutate.storage.kube-storage-functions.io", at("/mutate/persistentvolumeclaims")],
+    ["volumeattachments.validate.storage.kube-storage-functions.io", at("/validate/volumeattachments")],
   ]);
   // The rest of each hook (rules, failurePolicy, sideEffects) is the manifest's.
   assert.ok(configs.every((c) => c.webhooks.every((w) => "rules" in w && "sideEffects" in w)));
+});
+
+test("with the storage admission plugins off, the component's two hooks join their configurations", async () => {
+  const configs = await webhookConfigurations("check", "https://127.0.0.1:8443", "CA PEM", {
+    storagePluginsOff: true,
+  });
+  const hooks = configs.map((c) => [c.kind, c.webhooks.map((w) => [w.name, w.clientConfig])]);
+  assert.deepEqual(hooks, [
+    [
+      "MutatingWebhookConfiguration",
+      [
+        [
+          "persistentvolumeclaims.mutate.storage.kube-storage-functions.io",
+          at("/mutate/persistentvolumeclaims"),
+        ],
+        ["persistentvolumes.mutate.storage.kube-storage-functions.io", at("/mutate/persistentvolumes")],
+      ],
+    ],
+    [
+      "ValidatingWebhookConfiguration",
+      [
+        ["volumeattachments.validate.storage.kube-storage-functions.io", at("/validate/volumeattachments")],
+        [
+          "persistentvolumeclaims.validate.storage.kube-storage-functions.io",
+          at("/validate/persistentvolumeclaims"),
+        ],
+      ],
+    ],
+  ]);
+  assert.ok(configs.every((c) => c.webhooks.every((w) => "rules" in w && "failurePolicy" in w)));
+});
+
+test("the sandbox registers the paths and operations deploy/ does, with and without the component", async () => {
+  for (const storagePluginsOff of [false, true]) {
+    const shape = (configs: readonly KubeObject[]) =>
+      configs
+        .flatMap((c) =>
+          ((c as { webhooks?: SandboxHook[] }).webhooks ?? []).map(
+            (w) => `${c.kind} ${w.clientConfig.url} ${w.rules.map((r) => r.operations.join("+")).join()}`,
+          ),
+        )
+        .sort();
+    const deployed = await webhookConfigurations("check", "https://127.0.0.1:8443", "CA PEM", {
+      storagePluginsOff,
+    });
+    const sandboxed = admissionWebhookConfigurations("https://127.0.0.1:8443", "CA PEM", "Ignore", {
+      storagePluginsOff,
+    });
+    assert.deepEqual(shape(sandboxed), shape(deployed), `storagePluginsOff: ${storagePluginsOff}`);
+  }
 });
