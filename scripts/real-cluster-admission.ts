@@ -10,7 +10,9 @@
 //     kube-apiserver cannot call would refuse it), and one naming no
 //     installed CSIDriver is refused by our webhook;
 //   - forbidden claim updates are denied with upstream's message, and our
-//     webhook, asked about the same update, denies it with the same words.
+//     webhook, asked about the same update, denies it with the same words
+//     (where upstream changed them, the newest: a shrink below
+//     status.capacity, RecoverVolumeExpansionFailure).
 //
 // kube-apiserver runs its own DefaultStorageClass, PersistentVolumeClaimResize
 // and spec validation before any webhook; the script says which of them
@@ -70,7 +72,11 @@ const CONFIG_NAME = "kube-storage-functions-admission-check";
 const NAMESPACE = "default";
 const UPSTREAM = {
   specImmutable: "spec is immutable after creation except resources.requests",
-  noShrink: "field can not be less than previous value",
+  // kube-apiserver before RecoverVolumeExpansionFailure (GA in 1.34), and since: our hook follows the newest.
+  noShrink: [
+    "field can not be less than previous value",
+    "field can not be less than status.capacity",
+  ] as const,
   resize:
     "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize",
 };
@@ -538,11 +544,15 @@ async function runChecks(
     }
 
     // 3. Forbidden claim updates: denied by the server with upstream's words, and by our webhook alike.
+    // Where upstream's words changed across versions (`[older, newest]`), the server may say either
+    // (its version's) and our webhook says the newest.
     const forbidden = async (
       name: string,
       change: (c: PersistentVolumeClaim) => void,
-      upstream: string,
+      words: string | readonly [string, string],
     ): Promise<void> => {
+      const serverWords = typeof words === "string" ? [words] : words;
+      const ourWords = typeof words === "string" ? words : words[1];
       const old = await kube.get<PersistentVolumeClaim>(persistentVolumeClaims, names.claim, NAMESPACE);
       const next = structuredClone(old);
       change(next);
@@ -561,9 +571,9 @@ async function runChecks(
       const byWebhook = denial?.includes("admission webhook") === true;
       record(
         name,
-        denial?.includes(upstream) === true &&
+        serverWords.some((w) => denial?.includes(w) === true) &&
           !verdict.allowed &&
-          (verdict.status?.message ?? "").includes(upstream),
+          (verdict.status?.message ?? "").includes(ourWords),
         `kube-apiserver: ${denial ?? "ALLOWED"}\n` +
           `  (denied by ${byWebhook ? "our webhook" : "kube-apiserver itself, before any validating webhook"})\n` +
           `our webhook, asked the same: ${verdict.allowed ? "ALLOWED" : `${verdict.status?.code} ${verdict.status?.message}`}`,
