@@ -63,6 +63,14 @@ function claim(name: string): PersistentVolumeClaim {
   };
 }
 
+/** One forwarded watch event, as the forwarder posts it. */
+function deliver(type: "ADDED" | "MODIFIED", object: unknown) {
+  return request(app)
+    .post("/")
+    .set("content-type", "application/json")
+    .send(JSON.stringify({ type, object }));
+}
+
 async function handedOver(name: string): Promise<PersistentVolumeClaim> {
   await system.kube.create(persistentVolumeClaims, claim(name));
   await system.binder.syncClaimByKey("default", name);
@@ -79,10 +87,7 @@ describe("provisioner function over HTTP", () => {
 
   it("provisions on a forwarded claim event and answers what it did", async () => {
     const c = await handedOver("http-claim");
-    const r = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "MODIFIED", object: c }));
+    const r = await deliver("MODIFIED", c);
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.results[0].synced[0].outcome, `provisioned volume pvc-${c.metadata.uid}`);
   });
@@ -91,20 +96,14 @@ describe("provisioner function over HTTP", () => {
     const c = await handedOver("bound-copy");
     const bound = { ...c, spec: { ...c.spec, volumeName: "pv-elsewhere" } };
     await sandbox.admin.resetCounters();
-    const r = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "MODIFIED", object: bound }));
+    const r = await deliver("MODIFIED", bound);
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.results[0].synced[0].outcome, "nothing to do (the event's copy)");
     assert.deepEqual(await sandbox.admin.counters(), {});
 
     // A copy not shaped like a claim is not judged: the claim is read (and, being Pending, provisioned).
     const odd = { ...bound, metadata: { ...bound.metadata, finalizers: "not-a-list" } };
-    const r2 = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "MODIFIED", object: odd }));
+    const r2 = await deliver("MODIFIED", odd);
     assert.equal(r2.status, 200, JSON.stringify(r2.body));
     assert.equal(r2.body.results[0].synced[0].outcome, `provisioned volume pvc-${c.metadata.uid}`);
   });
@@ -126,17 +125,11 @@ describe("provisioner function over HTTP", () => {
       status: { phase },
     });
     await sandbox.admin.resetCounters();
-    const bound = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "MODIFIED", object: pv("Bound") }));
+    const bound = await deliver("MODIFIED", pv("Bound"));
     assert.equal(bound.status, 200, JSON.stringify(bound.body));
     assert.equal(bound.body.results[0].synced[0].outcome, "nothing to do (the event's copy)");
     assert.deepEqual(await sandbox.admin.counters(), {});
-    const released = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "MODIFIED", object: pv("Released") }));
+    const released = await deliver("MODIFIED", pv("Released"));
     assert.equal(released.status, 200, JSON.stringify(released.body));
     assert.equal(released.body.results[0].synced[0].outcome, "volume is gone");
     assert.equal((await sandbox.admin.counters())["get persistentvolumes"], 1);
@@ -144,10 +137,7 @@ describe("provisioner function over HTTP", () => {
 
   it("a volume event older than the provisioner's own write of that PV is answered without reading it", async () => {
     const c = await handedOver("reclaimed");
-    const provisioned = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "ADDED", object: c }));
+    const provisioned = await deliver("ADDED", c);
     assert.equal(provisioned.status, 200, JSON.stringify(provisioned.body));
     const pvName = `pvc-${c.metadata.uid}`;
     await system.binder.syncClaimByKey("default", "reclaimed");
@@ -159,10 +149,7 @@ describe("provisioner function over HTTP", () => {
       { subresource: "status" },
     );
     // The Released event's sync: DeleteVolume, then the PV's DELETE and our finalizer off.
-    const first = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "MODIFIED", object: released }));
+    const first = await deliver("MODIFIED", released);
     assert.equal(first.status, 200, JSON.stringify(first.body));
     assert.deepEqual(await sandbox.csi.volumes(), []);
     const after = await system.kube.get<PersistentVolume>(persistentVolumes, pvName).catch(() => undefined);
@@ -171,10 +158,7 @@ describe("provisioner function over HTTP", () => {
     // The same Released copy delivered again (a queued or repeated event): it is older than what
     // the sync wrote, so it is answered from memory; a fresh process would read the PV.
     await sandbox.admin.resetCounters();
-    const late = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "MODIFIED", object: released }));
+    const late = await deliver("MODIFIED", released);
     assert.equal(late.status, 200, JSON.stringify(late.body));
     assert.equal(
       late.body.results[0].synced[0].outcome,
@@ -191,10 +175,7 @@ describe("provisioner function over HTTP", () => {
       methods: ["CreateVolume"],
       afterProbability: 1,
     });
-    const r = await request(app)
-      .post("/")
-      .set("content-type", "application/json")
-      .send(JSON.stringify({ type: "ADDED", object: c }));
+    const r = await deliver("ADDED", c);
     await sandbox.csi.clearFaults();
     assert.equal(r.status, 503);
     assert.ok(Number(r.headers["retry-after"]) >= 1);
