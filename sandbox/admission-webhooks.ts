@@ -1,9 +1,10 @@
 // The webhook configurations the admission function serves, as
 // deploy/webhooks.yaml registers them in a cluster: mutating claims at
-// creation and validating VolumeAttachment creation; with `storagePluginsOff`
-// also what deploy/components/no-storage-admission-plugins adds, mutating PVs
-// at creation and validating claim updates. `npm
-// start` and the benches seed them into the sandbox API server with
+// creation; with `storagePluginsOff` also what
+// deploy/components/no-storage-admission-plugins adds, mutating PVs at
+// creation and validating claim updates; with `attachmentDriverCheck` what
+// deploy/components/attachment-driver-check adds, validating VolumeAttachment
+// creation. `npm start` and the benches seed them into the sandbox API server with
 // failurePolicy Ignore (the sandbox is a demo, and a webhook hiccup should
 // not block it; the API server's own rules still apply, and the sandbox
 // counts each ignored failure, which the benches report); the end-to-end
@@ -19,8 +20,14 @@ interface Hook {
   group: string;
   resource: string;
   operation: "CREATE" | "UPDATE";
-  /** Registered only for a kube-apiserver without its storage admission plugins (the component's hooks). */
-  pluginsOff?: true;
+  /** Registered only with this opt-in component of deploy/components. */
+  component?: keyof OptInHooks;
+}
+
+/** The opt-in components whose hooks to add, as in scripts/webhook-configurations.ts. */
+export interface OptInHooks {
+  storagePluginsOff?: boolean;
+  attachmentDriverCheck?: boolean;
 }
 
 const MUTATING: readonly Hook[] = [
@@ -37,7 +44,7 @@ const MUTATING: readonly Hook[] = [
     group: "",
     resource: "persistentvolumes",
     operation: "CREATE",
-    pluginsOff: true,
+    component: "storagePluginsOff",
   },
 ];
 
@@ -48,7 +55,7 @@ const VALIDATING: readonly Hook[] = [
     group: "",
     resource: "persistentvolumeclaims",
     operation: "UPDATE",
-    pluginsOff: true,
+    component: "storagePluginsOff",
   },
   {
     name: "va.validate.storage.kube-storage-functions.io",
@@ -56,6 +63,7 @@ const VALIDATING: readonly Hook[] = [
     group: "storage.k8s.io",
     resource: "volumeattachments",
     operation: "CREATE",
+    component: "attachmentDriverCheck",
   },
 ];
 
@@ -64,12 +72,12 @@ export function admissionWebhookConfigurations(
   url: string,
   caCertPem: string,
   failurePolicy: FailurePolicy,
-  options: { storagePluginsOff?: boolean } = {},
+  options: OptInHooks = {},
 ): KubeObject[] {
   const caBundle = Buffer.from(caCertPem).toString("base64");
   const webhooks = (hooks: readonly Hook[]) =>
     hooks
-      .filter((hook) => options.storagePluginsOff || !hook.pluginsOff)
+      .filter((hook) => hook.component === undefined || options[hook.component] === true)
       .map((hook) => ({
         name: hook.name,
         clientConfig: { url: `${url}${hook.path}`, caBundle },

@@ -8,7 +8,8 @@
 //     webhook's own additions (storage-provisioner, finalizers);
 //   - a VolumeAttachment create is admitted (failurePolicy Fail: a webhook
 //     kube-apiserver cannot call would refuse it), and one naming no
-//     installed CSIDriver is refused by our webhook;
+//     installed CSIDriver is refused by our webhook (the hook of
+//     deploy/components/attachment-driver-check, registered here to check it);
 //   - forbidden claim updates are denied with upstream's message, and our
 //     webhook, asked about the same update, denies it with the same words
 //     (where upstream changed them, the newest: a shrink below
@@ -62,7 +63,7 @@ import {
   provisioningFinalizer,
 } from "../shared/kube/well-known.ts";
 import { goParseError } from "../shared/tls/go-x509.ts";
-import { webhookConfigurations } from "./webhook-configurations.ts";
+import { type OptInHooks, webhookConfigurations } from "./webhook-configurations.ts";
 
 const repoRoot = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const REAL_CLUSTER_DIR =
@@ -368,7 +369,7 @@ async function main(): Promise<void> {
       suffix,
       dir,
       // Without PersistentVolumeClaimResize, the claim UPDATE hook of that component is what refuses a resize.
-      { storagePluginsOff: server !== undefined },
+      { storagePluginsOff: server !== undefined, attachmentDriverCheck: true },
     );
   } finally {
     await server?.stop();
@@ -386,7 +387,7 @@ async function runChecks(
   driver: string,
   suffix: string,
   dir: string,
-  hooks: { storagePluginsOff: boolean },
+  hooks: OptInHooks,
 ): Promise<void> {
   const kube = new KubeJsonClient(loadKubeConfig({ KUBECONFIG: kubeconfig }));
   const names = {

@@ -3,13 +3,14 @@
 // shared/tls, caBundle in the stored webhook configurations); a PVC created
 // with client-node is stored with the default class, the finalizers and the
 // provisioner annotations; a shrinking update is refused with the webhook's
-// message.
+// message; with the opt-in VolumeAttachment hook, an attacher naming no
+// CSIDriver is refused.
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, it } from "node:test";
-import { ApiException, CoreV1Api } from "@kubernetes/client-node";
+import { ApiException, CoreV1Api, StorageV1Api } from "@kubernetes/client-node";
 import { admissionWebhookConfigurations } from "../../sandbox/admission-webhooks.ts";
 import { generateCertificates } from "../../shared/tls/certificates.ts";
 import { type FunctionProcess, startFunctionProcess } from "../helpers/function-process.ts";
@@ -41,8 +42,11 @@ before(async () => {
   assert.match(admission.url, /^https:\/\//);
   // failurePolicy Fail: a webhook that cannot be reached must fail the request here.
   await sandbox.admin.seed([
-    // Every hook, the component's included: each is exercised over HTTPS here.
-    ...admissionWebhookConfigurations(admission.url, certs.caCert, "Fail", { storagePluginsOff: true }),
+    // Every hook, the opt-in components' included: each is exercised over HTTPS here.
+    ...admissionWebhookConfigurations(admission.url, certs.caCert, "Fail", {
+      storagePluginsOff: true,
+      attachmentDriverCheck: true,
+    }),
     {
       apiVersion: "storage.k8s.io/v1",
       kind: "StorageClass",
@@ -111,4 +115,23 @@ it("a PVC created with client-node is stored mutated by the webhook; shrink and 
     );
     return true;
   });
+});
+
+it("with components/attachment-driver-check, a VolumeAttachment naming no CSIDriver is refused over HTTPS", async () => {
+  const storage = sandbox.kubeConfig.makeApiClient(StorageV1Api);
+  const attachment = (name: string, attacher: string) => ({
+    metadata: { name },
+    spec: { attacher, nodeName: "node-1", source: { persistentVolumeName: `pv-${name}` } },
+  });
+  const created = await storage.createVolumeAttachment({ body: attachment("va-known", driverName) });
+  assert.equal(created.spec.attacher, driverName);
+  await assert.rejects(
+    storage.createVolumeAttachment({ body: attachment("va-typo", "typo.csi.example.com") }),
+    (err: unknown) => {
+      assert.ok(err instanceof ApiException);
+      assert.match(String(err.body), /no CSIDriver named \\?"typo\.csi\.example\.com\\?" exists/);
+      return true;
+    },
+  );
+  await storage.deleteVolumeAttachment({ name: "va-known" });
 });

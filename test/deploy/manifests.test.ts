@@ -420,9 +420,11 @@ describe("admission webhooks", () => {
     lookups: touchRecorder().client as never,
     config: defaultAdmissionConfig(),
   });
-  // Every route has a hook once components/no-storage-admission-plugins is added; the default has two.
+  // Every route has a hook once components/no-storage-admission-plugins and
+  // components/attachment-driver-check are added; the default has one.
   const PLUGINS_OFF = "components/no-storage-admission-plugins";
-  const everyHook = loadManifests([PLUGINS_OFF]);
+  const DRIVER_CHECK = "components/attachment-driver-check";
+  const everyHook = loadManifests([PLUGINS_OFF, DRIVER_CHECK]);
   const mutating = ofKind(everyHook, "MutatingWebhookConfiguration");
   const validating = ofKind(everyHook, "ValidatingWebhookConfiguration");
   type Webhook = {
@@ -457,23 +459,34 @@ describe("admission webhooks", () => {
         ((c.webhooks as Webhook[] | undefined) ?? []).map((w) => w.clientConfig.service?.path),
       ),
     );
-    // The hand-over at claim creation, and the CSIDriver check nothing else makes.
-    assert.deepEqual(byDefault, ["/mutate/persistentvolumeclaims", "/validate/volumeattachments"]);
-    const component = readKustomization(PLUGINS_OFF);
-    assert.equal(component.kind, "Component");
-    assert.deepEqual(component.resources ?? [], [], "the component only adds hooks");
-    const added = webhooks
-      .map((w) => w.webhook.clientConfig.service?.path ?? "")
-      .filter((path) => !byDefault.includes(path));
-    assert.deepEqual(added.sort(), ["/mutate/persistentvolumes", "/validate/persistentvolumeclaims"]);
-    const rendered = kubectlKustomize([PLUGINS_OFF]);
-    if (rendered) {
-      const paths = rendered
-        .filter((m) => /WebhookConfiguration$/.test(m.kind))
-        .flatMap((c) =>
-          ((c.webhooks as Webhook[] | undefined) ?? []).map((w) => w.clientConfig.service?.path),
-        );
-      assert.deepEqual(paths.sort(), webhooks.map((w) => w.webhook.clientConfig.service?.path).sort());
+    // The hand-over at claim creation, failing open: nothing in the default can block a write.
+    assert.deepEqual(byDefault, ["/mutate/persistentvolumeclaims"]);
+    const pathsOf = (components: readonly string[]) =>
+      ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+        .flatMap((kind) =>
+          ofKind(loadManifests(components), kind).flatMap((c) =>
+            ((c.webhooks as Webhook[] | undefined) ?? []).map((w) => w.clientConfig.service?.path ?? ""),
+          ),
+        )
+        .filter((path) => !byDefault.includes(path))
+        .sort();
+    for (const [component, adds] of [
+      [PLUGINS_OFF, ["/mutate/persistentvolumes", "/validate/persistentvolumeclaims"]],
+      [DRIVER_CHECK, ["/validate/volumeattachments"]],
+    ] as const) {
+      const kustomization = readKustomization(component);
+      assert.equal(kustomization.kind, "Component");
+      assert.deepEqual(kustomization.resources ?? [], [], `${component} only adds hooks`);
+      assert.deepEqual(pathsOf([component]), adds, component);
+      const rendered = kubectlKustomize([component]);
+      if (rendered) {
+        const paths = rendered
+          .filter((m) => /WebhookConfiguration$/.test(m.kind))
+          .flatMap((c) =>
+            ((c.webhooks as Webhook[] | undefined) ?? []).map((w) => w.clientConfig.service?.path ?? ""),
+          );
+        assert.deepEqual(paths.sort(), [...byDefault, ...adds].sort(), `kubectl kustomize ${component}`);
+      }
     }
   });
 
@@ -531,7 +544,7 @@ describe("admission webhooks", () => {
     const policy = new Map(
       webhooks.map((w) => [w.webhook.clientConfig.service?.path, w.webhook.failurePolicy]),
     );
-    // Creation of claims and PVs never depends on the webhook; VA creation is checked or refused.
+    // Creation of claims and PVs never depends on the webhook; with the opt-in check, VA creation is checked or refused.
     assert.equal(policy.get("/mutate/persistentvolumeclaims"), "Ignore");
     assert.equal(policy.get("/validate/persistentvolumeclaims"), "Ignore");
     assert.equal(policy.get("/mutate/persistentvolumes"), "Ignore");
@@ -539,7 +552,9 @@ describe("admission webhooks", () => {
     const explained = (file: string): number =>
       (readFileSync(join(DEPLOY, file), "utf8").match(/^\s+# (Ignore|Fail):/gm) ?? []).length;
     assert.equal(
-      explained("webhooks.yaml") + explained(join(PLUGINS_OFF, "kustomization.yaml")),
+      explained("webhooks.yaml") +
+        explained(join(PLUGINS_OFF, "kustomization.yaml")) +
+        explained(join(DRIVER_CHECK, "kustomization.yaml")),
       webhooks.length,
       "each failurePolicy is explained",
     );

@@ -1,6 +1,7 @@
 // The configurations the real-cluster tools register: deploy/webhooks.yaml's,
 // renamed, each hook called by URL with our CA; for a kube-apiserver without
-// its storage admission plugins, with components/no-storage-admission-plugins' hooks.
+// its storage admission plugins, with components/no-storage-admission-plugins' hooks;
+// on request with components/attachment-driver-check's.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { admissionWebhookConfigurations } from "../../sandbox/admission-webhooks.ts";
@@ -22,9 +23,9 @@ test("deploy/webhooks.yaml's two configurations, renamed, every hook at url + it
     ],
   );
   const hooks = configs.flatMap((c) => c.webhooks.map((w) => [w.name, w.clientConfig]));
+  // The validating configuration is empty by default: the opt-in components add to it.
   assert.deepEqual(hooks, [
     ["persistentvolumeclaims.mutate.storage.kube-storage-functions.io", at("/mutate/persistentvolumeclaims")],
-    ["volumeattachments.validate.storage.kube-storage-functions.io", at("/validate/volumeattachments")],
   ]);
   // The rest of each hook (rules, failurePolicy, sideEffects) is the manifest's.
   assert.ok(configs.every((c) => c.webhooks.every((w) => "rules" in w && "sideEffects" in w)));
@@ -49,7 +50,6 @@ test("with the storage admission plugins off, the component's two hooks join the
     [
       "ValidatingWebhookConfiguration",
       [
-        ["volumeattachments.validate.storage.kube-storage-functions.io", at("/validate/volumeattachments")],
         [
           "persistentvolumeclaims.validate.storage.kube-storage-functions.io",
           at("/validate/persistentvolumeclaims"),
@@ -60,8 +60,36 @@ test("with the storage admission plugins off, the component's two hooks join the
   assert.ok(configs.every((c) => c.webhooks.every((w) => "rules" in w && "failurePolicy" in w)));
 });
 
-test("the sandbox registers the paths and operations deploy/ does, with and without the component", async () => {
-  for (const storagePluginsOff of [false, true]) {
+test("with the attachment driver check, the component's VolumeAttachment hook joins the validating configuration", async () => {
+  const configs = await webhookConfigurations("check", "https://127.0.0.1:8443", "CA PEM", {
+    storagePluginsOff: true,
+    attachmentDriverCheck: true,
+  });
+  const validating = configs.find((c) => c.kind === "ValidatingWebhookConfiguration");
+  assert.deepEqual(
+    validating?.webhooks.map((w) => [w.name, w.clientConfig, w.failurePolicy]),
+    [
+      [
+        "persistentvolumeclaims.validate.storage.kube-storage-functions.io",
+        at("/validate/persistentvolumeclaims"),
+        "Ignore",
+      ],
+      [
+        "volumeattachments.validate.storage.kube-storage-functions.io",
+        at("/validate/volumeattachments"),
+        "Fail",
+      ],
+    ],
+  );
+});
+
+test("the sandbox registers the paths and operations deploy/ does, with and without each component", async () => {
+  for (const options of [
+    {},
+    { storagePluginsOff: true },
+    { attachmentDriverCheck: true },
+    { storagePluginsOff: true, attachmentDriverCheck: true },
+  ]) {
     const shape = (configs: readonly KubeObject[]) =>
       configs
         .flatMap((c) =>
@@ -70,12 +98,8 @@ test("the sandbox registers the paths and operations deploy/ does, with and with
           ),
         )
         .sort();
-    const deployed = await webhookConfigurations("check", "https://127.0.0.1:8443", "CA PEM", {
-      storagePluginsOff,
-    });
-    const sandboxed = admissionWebhookConfigurations("https://127.0.0.1:8443", "CA PEM", "Ignore", {
-      storagePluginsOff,
-    });
-    assert.deepEqual(shape(sandboxed), shape(deployed), `storagePluginsOff: ${storagePluginsOff}`);
+    const deployed = await webhookConfigurations("check", "https://127.0.0.1:8443", "CA PEM", options);
+    const sandboxed = admissionWebhookConfigurations("https://127.0.0.1:8443", "CA PEM", "Ignore", options);
+    assert.deepEqual(shape(sandboxed), shape(deployed), JSON.stringify(options));
   }
 });
