@@ -421,8 +421,8 @@ export interface AttachResult {
 }
 
 /**
- * `n` volumes made on the driver directly and their PVs, then `n`
- * VolumeAttachments to the bench's node at once (as the attach/detach
+ * `n` volumes made on the driver directly and their PVs (Available), then
+ * `n` VolumeAttachments to the bench's node at once (as the attach/detach
  * controller creates them): seconds until every one is `status.attached`.
  */
 export async function attach(ctx: WorkloadContext, n: number): Promise<AttachResult> {
@@ -447,6 +447,9 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
       pv.spec.csi.volumeHandle = handle;
       await ctx.server.kube.create(persistentVolumes, pv);
     });
+    // As for binding: the binder's first pass over the new PVs is not part of the timed window (a
+    // VolumeAttachment names a PV the binder settled long before its pod was scheduled).
+    await volumesAvailable(ctx, names);
     const cpu = ctx.cpu();
     const t0 = performance.now();
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
