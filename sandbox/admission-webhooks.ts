@@ -9,6 +9,7 @@
 // not block it; the API server's own rules still apply, and the sandbox
 // counts each ignored failure, which the benches report); the end-to-end
 // webhook test seeds them with Fail.
+import type { OptInHooks } from "../scripts/webhook-configurations.ts";
 import type { KubeObject } from "../shared/kube/types.ts";
 import type { Registry } from "./apiserver/registry.ts";
 
@@ -22,12 +23,6 @@ interface Hook {
   operation: "CREATE" | "UPDATE";
   /** Registered only with this opt-in component of deploy/components. */
   component?: keyof OptInHooks;
-}
-
-/** The opt-in components whose hooks to add, as in scripts/webhook-configurations.ts. */
-export interface OptInHooks {
-  storagePluginsOff?: boolean;
-  attachmentDriverCheck?: boolean;
 }
 
 const MUTATING: readonly Hook[] = [

@@ -9,6 +9,9 @@ import type { KubeObject } from "./types.ts";
 
 const DEFAULT_MAX_OBJECTS = 4096;
 
+/** What a controller answers for an event `isBehind` lets it skip. */
+export const behindOwnRevision = "the event's copy is older than this process's own write of it";
+
 const keyOf = (o: KubeObject): string => `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
 
 export class OwnRevisions {

@@ -5,6 +5,7 @@
 import type { Answered, ControllerRuntime, SpecOf } from "../../controller/index.ts";
 import type { ControllerEvent } from "../../http/controller-function.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
+import { behindOwnRevision } from "../../kube/own-revisions.ts";
 import { persistentVolumes, volumeAttachments } from "../../kube/resources.ts";
 import type { PersistentVolume, VolumeAttachment } from "../../kube/types.ts";
 import type { AttacherKey, AttacherStep, AttachmentState, VolumeState } from "../attacher-steps.ts";
@@ -145,9 +146,7 @@ export function attacherSpec(d: AttacherSpecDeps): SpecOf<AttacherRuntime> {
     // An event's copy older than what this process wrote or read of that VA since: that newer
     // revision brings (or brought) an event of its own, so this one needs no read at all.
     skip: (key) =>
-      key.kind === "attachment" && key.copy && d.written.isBehind(key.copy)
-        ? "the event's copy is older than this process's own write of it"
-        : undefined,
+      key.kind === "attachment" && key.copy && d.written.isBehind(key.copy) ? behindOwnRevision : undefined,
     decide(state) {
       if (state.kind === "volume") return planVolume(state);
       const plan = planAttachment(state);

@@ -36,7 +36,7 @@ export interface LoaderDeps {
   /** A watched copy of the VolumeAttachments (attachment-copy.ts); none: list them per deletion. */
   attachments?: (() => AttachmentCopy) | undefined;
   /** The PV revisions this process wrote or read live: older event copies are skipped. */
-  written?: OwnRevisions | undefined;
+  written: OwnRevisions;
 }
 
 /** The previous round's state with what its steps carried (a written claim, progress) laid over it. */
@@ -147,7 +147,7 @@ export async function loadVolumeState(
   else {
     const volume = await getOptional(() => kube.get<PersistentVolume>(persistentVolumes, name));
     if (!volume) return undefined;
-    deps.written?.note(volume);
+    deps.written.note(volume);
     s = { volume, driverName, driverPublishes: false, attachments: [], progress: {} };
     if (isVolumeForDriver(volume, driverName)) {
       const driverPublishes = (await csi.capabilities()).publishUnpublishVolume;

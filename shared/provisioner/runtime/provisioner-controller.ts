@@ -11,7 +11,7 @@ import type { ControllerEvent } from "../../http/controller-function.ts";
 import { claimFromEvent, volumeFromEvent } from "../../kube/event-copies.ts";
 import type { EventSink } from "../../kube/event-recorder.ts";
 import type { KubeJsonClient } from "../../kube/json-client.ts";
-import { OwnRevisions } from "../../kube/own-revisions.ts";
+import { behindOwnRevision, OwnRevisions } from "../../kube/own-revisions.ts";
 import { persistentVolumeClaims, persistentVolumes } from "../../kube/resources.ts";
 import type { StorageClassCopy } from "../../kube/storage-class-copy.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../kube/types.ts";
@@ -128,9 +128,7 @@ function provisionerSpec(o: ProvisionerControllerOptions): SpecOf<ProvisionerCon
     // A deletion's own writes (DELETE, then our finalizer off) each bring an event; an event
     // queued behind that sync shows a state it has moved past, and its own newer event follows.
     skip: (key) =>
-      key.kind === "volume" && key.copy && written.isBehind(key.copy)
-        ? "the event's copy is older than this process's own write of it"
-        : undefined,
+      key.kind === "volume" && key.copy && written.isBehind(key.copy) ? behindOwnRevision : undefined,
     decide,
     executors: provisionerExecutors({
       kube,

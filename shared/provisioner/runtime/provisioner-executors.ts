@@ -26,7 +26,7 @@ interface ExecutorDeps {
   events: EventSink;
   metrics: ProvisionerMetrics;
   /** Notes every PV this process writes, so that older event copies of it are skipped. */
-  written?: OwnRevisions;
+  written: OwnRevisions;
 }
 
 function csiFailure(error: unknown, nodeSelected: boolean): CsiFailure {
@@ -73,7 +73,7 @@ export function provisionerExecutors<K>({
       return 1;
     },
     async "write-volume"(step) {
-      written?.note(await kube.replace(persistentVolumes, step.volume));
+      written.note(await kube.replace(persistentVolumes, step.volume));
       return 1;
     },
     async "protect-source"(step) {
@@ -96,7 +96,7 @@ export function provisionerExecutors<K>({
     },
     async "create-pv"(step, run) {
       try {
-        written?.note(await kube.create(persistentVolumes, step.volume));
+        written.note(await kube.create(persistentVolumes, step.volume));
         run.carry({ saved: true });
         return 1;
       } catch (err) {
@@ -140,7 +140,7 @@ export function provisionerExecutors<K>({
       try {
         // Only this incarnation of the PV; what finalizers still hold comes back.
         const held = await kube.delete(persistentVolumes, name, undefined, { preconditions: { uid } });
-        written?.note(held as PersistentVolume | undefined);
+        written.note(held as PersistentVolume | undefined);
         run.carry({ pvDeleted: { remaining: held as PersistentVolume | undefined } });
       } catch (err) {
         if (!isNotFound(err)) throw err;
