@@ -181,6 +181,24 @@ export async function cleanCluster(server: ApiServer): Promise<void> {
     });
 }
 
+/** Each count divided by `n` (at least 1), to two places. */
+function perItem(tally: Tally, n: number): Tally {
+  const out: Tally = {};
+  for (const [k, v] of Object.entries(tally)) out[k] = round(v / Math.max(1, n), 2);
+  return out;
+}
+
+/**
+ * Before a timed window: no change for 2 s, so both stacks start idle, as a
+ * burst on a cluster follows quiet. Upstream's client-side token buckets (QPS
+ * 100, burst 200) refill in those 2 s; without the wait, writes of the step
+ * before (an attach run's detaches, the binder's pass over new PVs) start
+ * upstream's window with an empty bucket.
+ */
+function quietStart(ctx: WorkloadContext): Promise<void> {
+  return settle(ctx.watch, 2000);
+}
+
 /** Waits until the watch has seen no change for `quietMs` (at most `maxMs`): trailing writes land. */
 async function settle(watch: ClusterWatch, quietMs = 2000, maxMs = 30_000): Promise<void> {
   const deadline = performance.now() + maxMs;
@@ -231,6 +249,7 @@ export interface ProvisionResult {
 export async function provision(ctx: WorkloadContext, n: number): Promise<ProvisionResult> {
   const prefix = `${PREFIX}prov-`;
   const names = Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(5, "0")}`);
+  await quietStart(ctx);
   const tally0 = ctx.watch.tally();
   const requests0 = await ctx.server.requestCounts();
   const cpu = ctx.cpu();
@@ -313,8 +332,7 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
   progress(`  delete: ${claims.length} claims, PVs and volumes gone in ${round(seconds, 2)} s`);
   await settle(ctx.watch, 1000, 10_000);
   const changes = delta(tally0, ctx.watch.tally());
-  const perClaim: Tally = {};
-  for (const [k, v] of Object.entries(changes)) perClaim[k] = round(v / Math.max(1, claims.length), 2);
+  const perClaim = perItem(changes, claims.length);
   return {
     claims: claims.length,
     seconds: round(seconds, 2),
@@ -353,6 +371,7 @@ export async function bindStatic(ctx: WorkloadContext, n: number): Promise<BindR
       ),
     );
     await volumesAvailable(ctx, names);
+    await quietStart(ctx);
     const claims = ctx.watch.objects(persistentVolumeClaims.plural);
     const cpu = ctx.cpu();
     const t0 = performance.now();
@@ -418,6 +437,8 @@ export interface AttachResult {
   attachments: number;
   seconds: number;
   cpuSeconds?: CpuSeconds;
+  /** kube-apiserver requests in the timed window per attachment, by verb and resource (the bench's create included). */
+  requestsPerAttachment?: Tally;
 }
 
 /**
@@ -450,6 +471,8 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
     // As for binding: the binder's first pass over the new PVs is not part of the timed window (a
     // VolumeAttachment names a PV the binder settled long before its pod was scheduled).
     await volumesAvailable(ctx, names);
+    await quietStart(ctx);
+    const requests0 = await ctx.server.requestCounts();
     const cpu = ctx.cpu();
     const t0 = performance.now();
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
@@ -473,7 +496,15 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
     const seconds = (performance.now() - t0) / 1000;
     const cpuSeconds = cpu.stop();
     progress(`  attach: ${n} VolumeAttachments attached in ${round(seconds, 2)} s`);
-    return { attachments: n, seconds: round(seconds, 2), ...(cpuSeconds ? { cpuSeconds } : {}) };
+    const requests1 = await ctx.server.requestCounts();
+    const requestsPerAttachment =
+      requests0 && requests1 ? perItem(delta(requests0, requests1), n) : undefined;
+    return {
+      attachments: n,
+      seconds: round(seconds, 2),
+      ...(cpuSeconds ? { cpuSeconds } : {}),
+      ...(requestsPerAttachment ? { requestsPerAttachment } : {}),
+    };
   } finally {
     // Detach through the attacher first (it unpublishes), then force what is left.
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
