@@ -1,8 +1,9 @@
 // Reads what one binder decision needs, fresh from the API, and no more: a
 // bound claim needs one volume, only an unbound claim without volumeName
 // needs to search the volumes. A watched copy of the volumes, when the
-// process keeps one, only says where to look: the volume it points at is read
-// again and judged on the fresh copy, and "no volume matches" is believed
+// process keeps one, picks the volume: a first attempt decides on the copy's
+// pick (the write it leads to is conditional on that copy), a later one reads
+// the pick again and judges the fresh copy, and "no volume matches" is believed
 // only when the copy provably reflects every volume change up to the claim's
 // own resourceVersion, or when the claim's class would provision a volume
 // anyway; otherwise the search lists every volume, as before.
@@ -105,10 +106,11 @@ function cachePick(
 
 /**
  * The volumes the claim's search needs to see: the candidate alone when it is
- * the certain winner; the cache's winner alone when its fresh copy still
- * matches; none when the cache reflects the claim's revision and has no
- * match, or when its class provisions a volume for a claim that matches none
- * (provisionsWhenNoMatch); otherwise every PV (the search upstream does).
+ * the certain winner; the cache's winner alone, as the copy has it on a first
+ * attempt (`pickFromCopy`), else when its fresh copy still matches; none when
+ * the cache reflects the claim's revision and has no match, or when its class
+ * provisions a volume for a claim that matches none (provisionsWhenNoMatch);
+ * otherwise every PV (the search upstream does).
  */
 async function matchingVolumes(
   kube: KubeJsonClient,
@@ -117,6 +119,7 @@ async function matchingVolumes(
   cache: VolumeCache | undefined,
   picks: VolumePicks | undefined,
   provisionable: boolean,
+  pickFromCopy: boolean,
 ): Promise<PersistentVolume[]> {
   // A candidate that fits the claim but need not win (a volume that just became Available)
   // joins the cache's candidates fresh: the copy may not have seen it yet.
@@ -147,6 +150,9 @@ async function matchingVolumes(
     const hint = cachePick(candidates, claim, picks);
     if (hint === fits && fits) return [fits];
     if (hint) {
+      // As upstream binds from its informer: the claimRef write is conditional on the copy's
+      // resourceVersion, so a stale pick loses its race and the next attempt reads it live.
+      if (pickFromCopy) return [hint];
       const fresh = await readVolume(kube, hint.metadata.name);
       if (fresh && findBestMatchForClaim([fresh], claim, false).volume) return [fresh];
       stale.add(hint.metadata.name);
@@ -210,6 +216,8 @@ export async function loadClaimView(
   cache?: VolumeCache,
   classCopy?: StorageClassCopy,
   picks?: VolumePicks,
+  /** A first attempt: the copy's pick is decided on without a GET (see matchingVolumes). */
+  pickFromCopy = false,
 ): Promise<ClaimSyncView> {
   const volumeName = claim.spec.volumeName ?? "";
   const matching = !hasAnnotation(claim, annBindCompleted) && volumeName === "";
@@ -225,7 +233,15 @@ export async function loadClaimView(
   // The search follows the class (a watched copy answers it at once): it says what a missed volume costs.
   const volumesRead: Promise<PersistentVolume[]> = matching
     ? classesRead.then((classes) =>
-        matchingVolumes(kube, claim, candidate, cache, picks, provisionsWhenNoMatch(claim, classes)),
+        matchingVolumes(
+          kube,
+          claim,
+          candidate,
+          cache,
+          picks,
+          provisionsWhenNoMatch(claim, classes),
+          pickFromCopy,
+        ),
       )
     : volumeName
       ? boundVolume(kube, claim, volumeName, cache)
