@@ -313,6 +313,8 @@ export interface DeleteResult {
   backingVolumesChecked: boolean;
   changesPerClaim: Tally;
   cpuSeconds?: CpuSeconds;
+  /** kube-apiserver requests until the PVs were gone from the API, per claim, by verb and resource (the bench's deletes included). */
+  requestsPerClaim?: Tally;
 }
 
 /** Deletes the claims `provision` made; seconds until claims, PVs and backing volumes are gone. */
@@ -326,7 +328,9 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
   const handles = pvs.map(
     (v) => (v as { spec?: { csi?: { volumeHandle?: string } } }).spec?.csi?.volumeHandle,
   );
+  await quietStart(ctx);
   const tally0 = ctx.watch.tally();
+  const requests0 = await ctx.server.requestCounts();
   const cpu = ctx.cpu();
   const t0 = performance.now();
   await inParallel(claims, CLIENT_PARALLELISM, (c) =>
@@ -342,6 +346,7 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     `${claims.length} claims and their PVs to be gone`,
   );
   const apiSeconds = (performance.now() - t0) / 1000;
+  const requests1 = await ctx.server.requestCounts();
   const backing = ctx.stack.backingVolumes;
   if (backing) {
     const deadline = performance.now() + ctx.timeoutMs;
@@ -365,6 +370,9 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     backingVolumesChecked: backing !== undefined,
     changesPerClaim: perClaim,
     ...(cpuSeconds ? { cpuSeconds } : {}),
+    ...(requests0 && requests1
+      ? { requestsPerClaim: perItem(delta(requests0, requests1), claims.length) }
+      : {}),
   };
 }
 
