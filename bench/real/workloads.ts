@@ -181,6 +181,17 @@ export async function cleanCluster(server: ApiServer): Promise<void> {
     });
 }
 
+/** kube-apiserver's request counts from now on: `since()` is what moved, undefined when /metrics cannot be read. */
+async function countRequests(ctx: WorkloadContext): Promise<{ since(): Promise<Tally | undefined> }> {
+  const before = await ctx.server.requestCounts();
+  return {
+    async since() {
+      const after = await ctx.server.requestCounts();
+      return before && after ? delta(before, after) : undefined;
+    },
+  };
+}
+
 /** Each count divided by `n` (at least 1), to two places. */
 function perItem(tally: Tally, n: number): Tally {
   const out: Tally = {};
@@ -276,7 +287,7 @@ export async function provision(ctx: WorkloadContext, n: number): Promise<Provis
   const names = Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(5, "0")}`);
   await quietStart(ctx);
   const tally0 = ctx.watch.tally();
-  const requests0 = await ctx.server.requestCounts();
+  const requestsFrom = await countRequests(ctx);
   const cpu = ctx.cpu();
   const t0 = performance.now();
   await inParallel(names, CLIENT_PARALLELISM, (name) =>
@@ -293,8 +304,7 @@ export async function provision(ctx: WorkloadContext, n: number): Promise<Provis
   progress(`  provision: ${n} claims Bound in ${round(seconds, 2)} s; counting trailing writes`);
   await settle(ctx.watch);
   const changes = delta(tally0, ctx.watch.tally());
-  const requests1 = await ctx.server.requestCounts();
-  const requests = requests0 && requests1 ? delta(requests0, requests1) : undefined;
+  const requests = await requestsFrom.since();
   return {
     claims: n,
     seconds: round(seconds, 2),
@@ -330,7 +340,7 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
   );
   await quietStart(ctx);
   const tally0 = ctx.watch.tally();
-  const requests0 = await ctx.server.requestCounts();
+  const requestsFrom = await countRequests(ctx);
   const cpu = ctx.cpu();
   const t0 = performance.now();
   await inParallel(claims, CLIENT_PARALLELISM, (c) =>
@@ -346,7 +356,8 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     `${claims.length} claims and their PVs to be gone`,
   );
   const apiSeconds = (performance.now() - t0) / 1000;
-  const requests1 = await ctx.server.requestCounts();
+  const requests = await requestsFrom.since();
+  const requestsPerClaim = requests && perItem(requests, claims.length);
   const backing = ctx.stack.backingVolumes;
   if (backing) {
     const deadline = performance.now() + ctx.timeoutMs;
@@ -370,9 +381,7 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     backingVolumesChecked: backing !== undefined,
     changesPerClaim: perClaim,
     ...(cpuSeconds ? { cpuSeconds } : {}),
-    ...(requests0 && requests1
-      ? { requestsPerClaim: perItem(delta(requests0, requests1), claims.length) }
-      : {}),
+    ...(requestsPerClaim ? { requestsPerClaim } : {}),
   };
 }
 
@@ -408,7 +417,7 @@ export async function bindStatic(ctx: WorkloadContext, n: number): Promise<BindR
     await volumesAvailable(ctx, names);
     await quietStart(ctx);
     const claims = ctx.watch.objects(persistentVolumeClaims.plural);
-    const requests0 = await ctx.server.requestCounts();
+    const requestsFrom = await countRequests(ctx);
     const cpu = ctx.cpu();
     const t0 = performance.now();
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
@@ -422,8 +431,8 @@ export async function bindStatic(ctx: WorkloadContext, n: number): Promise<BindR
     const seconds = (performance.now() - t0) / 1000;
     const cpuSeconds = cpu.stop();
     progress(`  bind: ${n} static pairs Bound in ${round(seconds, 2)} s`);
-    const requests1 = await ctx.server.requestCounts();
-    const requestsPerPair = requests0 && requests1 ? perItem(delta(requests0, requests1), n) : undefined;
+    const requests = await requestsFrom.since();
+    const requestsPerPair = requests && perItem(requests, n);
     return {
       pairs: n,
       seconds: round(seconds, 2),
@@ -515,7 +524,7 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
     // VolumeAttachment names a PV the binder settled long before its pod was scheduled).
     await volumesAvailable(ctx, names);
     await quietStart(ctx);
-    const requests0 = await ctx.server.requestCounts();
+    const requestsFrom = await countRequests(ctx);
     const cpu = ctx.cpu();
     const t0 = performance.now();
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
@@ -539,9 +548,8 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
     const seconds = (performance.now() - t0) / 1000;
     const cpuSeconds = cpu.stop();
     progress(`  attach: ${n} VolumeAttachments attached in ${round(seconds, 2)} s`);
-    const requests1 = await ctx.server.requestCounts();
-    const requestsPerAttachment =
-      requests0 && requests1 ? perItem(delta(requests0, requests1), n) : undefined;
+    const requests = await requestsFrom.since();
+    const requestsPerAttachment = requests && perItem(requests, n);
     return {
       attachments: n,
       seconds: round(seconds, 2),
