@@ -4,7 +4,7 @@
 // in a temporary directory, and the objects the benches create.
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
@@ -260,6 +260,32 @@ export function serveArgs(): string[] {
 
 let bundlesBuilt: Promise<string> | undefined;
 
+const BUNDLES_PREFIX = "ksf-bench-bundles-";
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * A bench killed by a signal never reaches its exit handler, so its bundle
+ * directory stays behind; each names its bench's pid, and the next bench
+ * removes those whose process is gone.
+ */
+export async function removeOrphanedBundles(dir = tmpdir()): Promise<string[]> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const orphans = names.filter((name) => {
+    const pid = Number(name.slice(BUNDLES_PREFIX.length).split("-")[0]);
+    return name.startsWith(BUNDLES_PREFIX) && Number.isInteger(pid) && pid > 0 && !processAlive(pid);
+  });
+  await Promise.all(orphans.map((name) => rm(join(dir, name), { recursive: true, force: true })));
+  return orphans;
+}
+
 /**
  * What the image runs (deploy/Dockerfile): the bundles of `npm run
  * build:functions`, with their code caches, in the image's environment (functions/node-options.ts). Built once per bench run,
@@ -268,7 +294,8 @@ let bundlesBuilt: Promise<string> | undefined;
  */
 export async function shippedFunction(): Promise<{ args: string[]; env: Record<string, string> }> {
   bundlesBuilt ??= (async () => {
-    const dir = await mkdtemp(join(tmpdir(), "ksf-bench-bundles-"));
+    await removeOrphanedBundles();
+    const dir = await mkdtemp(join(tmpdir(), `${BUNDLES_PREFIX}${process.pid}-`));
     process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
     await buildFunctions({ outDir: dir });
     // esbuild's service process would otherwise live on, counted as the machine's other load.
