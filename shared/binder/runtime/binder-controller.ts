@@ -259,7 +259,13 @@ function binderSpec(
         const candidate = key.candidate
           ? { name: key.candidate, ...(first && key.atLeastOfVolume ? { atLeast: key.atLeast } : {}) }
           : undefined;
-        const view = await loadClaimView(kube, claim, now(), candidate, o.volumeCache, classes, picks, first);
+        const view = await loadClaimView(kube, claim, now(), {
+          candidate,
+          cache: o.volumeCache,
+          classCopy: classes,
+          picks,
+          pickFromCopy: first,
+        });
         return { kind: "claim", claim, view };
       }
       const copiedVolume = first

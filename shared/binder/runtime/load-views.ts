@@ -115,11 +115,8 @@ function cachePick(
 async function matchingVolumes(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
-  candidate: Candidate | undefined,
-  cache: VolumeCache | undefined,
-  picks: VolumePicks | undefined,
+  { candidate, cache, picks, pickFromCopy = false }: ClaimViewSources,
   provisionable: boolean,
-  pickFromCopy: boolean,
 ): Promise<PersistentVolume[]> {
   // A candidate that fits the claim but need not win (a volume that just became Available)
   // joins the cache's candidates fresh: the copy may not have seen it yet.
@@ -208,17 +205,24 @@ async function boundVolume(
   return v ? [v] : [];
 }
 
+/** Where a claim sync's view may come from besides live reads; without any, everything is read live. */
+export interface ClaimViewSources {
+  /** A volume that may fit the claim and that the copy may not have seen yet. */
+  candidate?: Candidate;
+  cache?: VolumeCache;
+  classCopy?: StorageClassCopy;
+  picks?: VolumePicks;
+  /** A first attempt: the copy's pick is decided on without a GET (see matchingVolumes). */
+  pickFromCopy?: boolean;
+}
+
 export async function loadClaimView(
   kube: KubeJsonClient,
   claim: PersistentVolumeClaim,
   now: string,
-  candidate?: Candidate,
-  cache?: VolumeCache,
-  classCopy?: StorageClassCopy,
-  picks?: VolumePicks,
-  /** A first attempt: the copy's pick is decided on without a GET (see matchingVolumes). */
-  pickFromCopy = false,
+  sources: ClaimViewSources = {},
 ): Promise<ClaimSyncView> {
+  const { cache, classCopy } = sources;
   const volumeName = claim.spec.volumeName ?? "";
   const matching = !hasAnnotation(claim, annBindCompleted) && volumeName === "";
   const className = claimClass(claim);
@@ -233,15 +237,7 @@ export async function loadClaimView(
   // The search follows the class (a watched copy answers it at once): it says what a missed volume costs.
   const volumesRead: Promise<PersistentVolume[]> = matching
     ? classesRead.then((classes) =>
-        matchingVolumes(
-          kube,
-          claim,
-          candidate,
-          cache,
-          picks,
-          provisionsWhenNoMatch(claim, classes),
-          pickFromCopy,
-        ),
+        matchingVolumes(kube, claim, sources, provisionsWhenNoMatch(claim, classes)),
       )
     : volumeName
       ? boundVolume(kube, claim, volumeName, cache)
