@@ -1,7 +1,7 @@
 // Entry of the admission function: `FUNCTION=admission npm run serve`, or the
 // container command. Configuration (README): KUBECONFIG (or the in-cluster
 // service account), PORT, LOG_LEVEL, MAX_BODY_BYTES, PROVISIONER_DRIVERS,
-// ADMISSION_LOOKUP_TIMEOUT_MS, ADMISSION_CACHE_TTL_MS,
+// ADMISSION_LOOKUP_TIMEOUT_MS, ADMISSION_CACHE_TTL_MS, ADMISSION_CACHE_STALE_MS,
 // ADMISSION_CACHE_MAX_ENTRIES, ADMISSION_FAILURE_POLICY_MUTATE_PVC,
 // ADMISSION_FAILURE_POLICY_VALIDATE_PVC, ADMISSION_FAILURE_POLICY_VALIDATE_VA
 // (shared/admission/config.ts).
@@ -38,8 +38,13 @@ export function createAdmission(env: NodeJS.ProcessEnv = process.env): Admission
   const lookups = createClusterLookups(kube, {
     timeoutMs: config.lookupTimeoutMs,
     cacheTtlMs: config.cacheTtlMs,
+    cacheStaleMs: config.cacheStaleMs,
     cacheMaxEntries: config.cacheMaxEntries,
     metrics,
+  });
+  // The list every claim review needs starts with the process, not with the first burst of reviews.
+  void lookups.storageClasses().then((found) => {
+    if (!found.ok) logger.debug({ error: found.error }, "listing StorageClasses at start failed");
   });
   const app = createAdmissionApp({
     hooks: createAdmissionHooks({ lookups, config }),

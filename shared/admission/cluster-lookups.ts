@@ -9,7 +9,7 @@ import type { KubeJsonClient } from "../kube/json-client.ts";
 import { csiDrivers, storageClasses } from "../kube/resources.ts";
 import type { CSIDriver, StorageClass } from "../kube/types.ts";
 import { counter, type Registry } from "../metrics.ts";
-import { DeadlineExceededError, LookupCache, withDeadline } from "./lookup-cache.ts";
+import { type CacheResult, DeadlineExceededError, LookupCache, withDeadline } from "./lookup-cache.ts";
 
 export type Lookup<T> = { ok: true; value: T } | { ok: false; error: string };
 
@@ -27,6 +27,8 @@ export interface ClusterLookupOptions {
   /** Per lookup, including waiting for a request another review started. */
   timeoutMs: number;
   cacheTtlMs: number;
+  /** How long past cacheTtlMs a value is still served while one request refreshes it. */
+  cacheStaleMs?: number;
   cacheMaxEntries: number;
   metrics?: Registry;
 }
@@ -42,22 +44,26 @@ export function createClusterLookups(
   kube: Pick<KubeJsonClient, "get" | "list">,
   options: ClusterLookupOptions,
 ): ClusterLookups {
-  const cacheOptions = { ttlMs: options.cacheTtlMs, maxEntries: options.cacheMaxEntries };
+  const cacheOptions = {
+    ttlMs: options.cacheTtlMs,
+    staleMs: options.cacheStaleMs ?? 0,
+    maxEntries: options.cacheMaxEntries,
+  };
   // StorageClasses are read as one list (one key); CSIDrivers one by name (bounded by maxEntries).
   const classCache = new LookupCache<StorageClass[]>(cacheOptions);
   const driverCache = new LookupCache<CSIDriver | null>(cacheOptions);
   const lookups = options.metrics
     ? counter(options.metrics, {
         name: "admission_lookups_total",
-        help: "API lookups made for admission reviews, by resource and result (hit, miss, error, timeout)",
+        help: "API lookups made for admission reviews, by resource and result (hit, stale, miss, error, timeout)",
         labelNames: ["resource", "result"] as const,
       })
     : undefined;
 
-  async function lookup<T>(resource: string, read: () => Promise<{ value: T; hit: boolean }>) {
+  async function lookup<T>(resource: string, read: () => Promise<CacheResult<T>>) {
     try {
-      const { value, hit } = await withDeadline(read(), options.timeoutMs, `looking up ${resource}`);
-      lookups?.inc({ resource, result: hit ? "hit" : "miss" });
+      const { value, hit, stale } = await withDeadline(read(), options.timeoutMs, `looking up ${resource}`);
+      lookups?.inc({ resource, result: stale ? "stale" : hit ? "hit" : "miss" });
       return { ok: true as const, value };
     } catch (err) {
       lookups?.inc({ resource, result: err instanceof DeadlineExceededError ? "timeout" : "error" });

@@ -1,8 +1,10 @@
 // The admission function as its own process, the way `npm run serve` and a
 // container run it: configured by env, ready line, a review answered over
-// real HTTP with lookups against the sandbox, clean exit on SIGTERM.
+// real HTTP with lookups against the sandbox (the StorageClass list made at
+// start), clean exit on SIGTERM.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { eventually } from "../helpers/eventually.ts";
 import { startFunctionProcess } from "../helpers/function-process.ts";
 import { startTestSandbox, type TestSandbox } from "../helpers/sandbox.ts";
 import { claim, ourDriver, patched, review, storageClass } from "./fixtures.ts";
@@ -25,6 +27,10 @@ test("FUNCTION=admission serves reviews and stops on SIGTERM", async () => {
   });
   try {
     assert.equal((await fetch(`${fn.url}/healthz`)).status, 200);
+    // The StorageClass list starts with the process: the first burst of reviews finds it made.
+    await eventually("the StorageClass list made at start", async () =>
+      (await sandbox.admin.counters())["list storageclasses"] === 1 ? true : undefined,
+    );
     const original = claim("data");
     const r = review("persistentvolumeclaims", "CREATE", original);
     const res = await fetch(`${fn.url}/mutate/persistentvolumeclaims`, {
@@ -43,6 +49,12 @@ test("FUNCTION=admission serves reviews and stops on SIGTERM", async () => {
     ]);
     const metrics = await (await fetch(`${fn.url}/metrics`)).text();
     assert.match(metrics, /admission_lookups_total\{resource="storageclasses",result="miss"\} 1/);
+    assert.match(metrics, /admission_lookups_total\{resource="storageclasses",result="hit"\} 1/);
+    assert.equal(
+      (await sandbox.admin.counters())["list storageclasses"],
+      1,
+      "the review used the list made at start",
+    );
   } finally {
     assert.equal(await fn.stop(), 0, fn.stderr());
   }
