@@ -5,4 +5,7 @@
 import { lambdaHandler } from "../lambda-adapter.ts";
 import { build } from "./main.ts";
 
-export const handler = lambdaHandler("admission", build);
+// No watched StorageClass copy: a frozen Lambda cannot keep a watch open.
+export const handler = lambdaHandler("admission", () =>
+  build({ ...process.env, STORAGE_CLASS_CACHE: "false" }),
+);

@@ -1,7 +1,7 @@
 // Entry of the admission function: `FUNCTION=admission npm run serve`, or the
 // container command. Configuration (README): KUBECONFIG (or the in-cluster
 // service account), PORT, LOG_LEVEL, MAX_BODY_BYTES, PROVISIONER_DRIVERS,
-// ADMISSION_LOOKUP_TIMEOUT_MS, ADMISSION_CACHE_TTL_MS, ADMISSION_CACHE_STALE_MS,
+// STORAGE_CLASS_CACHE, ADMISSION_LOOKUP_TIMEOUT_MS, ADMISSION_CACHE_TTL_MS,
 // ADMISSION_CACHE_MAX_ENTRIES, ADMISSION_FAILURE_POLICY_MUTATE_PVC,
 // ADMISSION_FAILURE_POLICY_VALIDATE_PVC, ADMISSION_FAILURE_POLICY_VALIDATE_VA
 // (shared/admission/config.ts).
@@ -17,12 +17,13 @@ import { type AdmissionConfig, admissionConfigFromEnv } from "../../shared/admis
 import { createAdmissionHooks } from "../../shared/admission/hooks.ts";
 import { loadKubeConfig } from "../../shared/kube/client.ts";
 import { KubeJsonClient } from "../../shared/kube/json-client.ts";
+import { storageClassCopyFromEnv } from "../../shared/kube/storage-class-copy.ts";
 import { createLogger } from "../../shared/log.ts";
 import { processMetrics } from "../../shared/metrics.ts";
 import { type BuiltFunction, serveBuilt } from "../built-function.ts";
 import { admissionBodyLimit, createAdmissionApp } from "./app.ts";
 
-/** close() closes the API client. */
+/** close() stops the StorageClass copy and closes the API client. */
 export interface Admission extends BuiltFunction {
   config: AdmissionConfig;
 }
@@ -33,18 +34,19 @@ export function createAdmission(env: NodeJS.ProcessEnv = process.env): Admission
   const config = admissionConfigFromEnv(env);
   // No API request may outlive the lookup deadline: a stuck one would hold
   // every review that waits on the same cache key.
-  const kube = new KubeJsonClient(loadKubeConfig(env), { requestTimeoutMs: config.lookupTimeoutMs });
+  const kubeConfig = loadKubeConfig(env);
+  const kube = new KubeJsonClient(kubeConfig, { requestTimeoutMs: config.lookupTimeoutMs });
+  // Started with the process, not by the first review: a burst of claims then finds it synced
+  // (a cold list behind the burst missed the lookup deadline, and its claims went unmutated).
+  const classCopy = storageClassCopyFromEnv(env, { kubeConfig, json: kube, log: logger });
+  classCopy?.get();
   const metrics = processMetrics();
   const lookups = createClusterLookups(kube, {
     timeoutMs: config.lookupTimeoutMs,
     cacheTtlMs: config.cacheTtlMs,
-    cacheStaleMs: config.cacheStaleMs,
     cacheMaxEntries: config.cacheMaxEntries,
+    ...(classCopy ? { classCopy: () => classCopy.get() } : {}),
     metrics,
-  });
-  // The list every claim review needs starts with the process, not with the first burst of reviews.
-  void lookups.storageClasses().then((found) => {
-    if (!found.ok) logger.debug({ error: found.error }, "listing StorageClasses at start failed");
   });
   const app = createAdmissionApp({
     hooks: createAdmissionHooks({ lookups, config }),
@@ -52,7 +54,11 @@ export function createAdmission(env: NodeJS.ProcessEnv = process.env): Admission
     metrics,
     maxBodyBytes: admissionBodyLimit(env),
   });
-  return { name: "admission", app, config, logger, close: () => kube.close() };
+  const close = async () => {
+    await classCopy?.stop();
+    await kube.close();
+  };
+  return { name: "admission", app, config, logger, close };
 }
 
 /** createAdmission as every function's build(): nothing in it needs to wait. */

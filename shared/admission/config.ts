@@ -4,7 +4,6 @@
 //   PROVISIONER_DRIVERS                      ""     provisioner names our provisioner function serves (comma-separated)
 //   ADMISSION_LOOKUP_TIMEOUT_MS              2000   deadline per API lookup (below kube-apiserver's webhook timeout)
 //   ADMISSION_CACHE_TTL_MS                   5000   how long looked-up StorageClasses/CSIDrivers are reused (0 = not)
-//   ADMISSION_CACHE_STALE_MS                 30000  how long past that an expired one still answers while one request refreshes it
 //   ADMISSION_CACHE_MAX_ENTRIES              1000   CSIDriver names kept at most
 //   ADMISSION_FAILURE_POLICY_MUTATE_PVC      Ignore when StorageClasses cannot be read: admit without the class-dependent changes, with a warning
 //   ADMISSION_FAILURE_POLICY_VALIDATE_PVC    Fail   when an expansion's StorageClass cannot be read: deny (retry later)
@@ -19,7 +18,6 @@ export interface AdmissionConfig {
   provisionerDrivers: ReadonlySet<string>;
   lookupTimeoutMs: number;
   cacheTtlMs: number;
-  cacheStaleMs: number;
   cacheMaxEntries: number;
   failurePolicy: {
     mutateClaims: FailurePolicy;
@@ -34,12 +32,6 @@ export interface AdmissionConfig {
  */
 export const DEFAULT_LOOKUP_TIMEOUT_MS = 2_000;
 export const DEFAULT_CACHE_TTL_MS = 5_000;
-/**
- * While a refresh runs, an expired list still answers for this long past its
- * TTL: a review then gets an answer at most TTL + this old, even from an API
- * server too busy to answer a list within the lookup deadline.
- */
-export const DEFAULT_CACHE_STALE_MS = 30_000;
 export const DEFAULT_CACHE_MAX_ENTRIES = 1_000;
 
 export function defaultAdmissionConfig(): AdmissionConfig {
@@ -47,7 +39,6 @@ export function defaultAdmissionConfig(): AdmissionConfig {
     provisionerDrivers: new Set(),
     lookupTimeoutMs: DEFAULT_LOOKUP_TIMEOUT_MS,
     cacheTtlMs: DEFAULT_CACHE_TTL_MS,
-    cacheStaleMs: DEFAULT_CACHE_STALE_MS,
     cacheMaxEntries: DEFAULT_CACHE_MAX_ENTRIES,
     failurePolicy: { mutateClaims: "Ignore", validateClaims: "Fail", validateAttachments: "Fail" },
   };
@@ -70,10 +61,6 @@ export function admissionConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Ad
       max: 30_000,
     }),
     cacheTtlMs: integerFromEnv(env, "ADMISSION_CACHE_TTL_MS", defaults.cacheTtlMs, { min: 0, max: 300_000 }),
-    cacheStaleMs: integerFromEnv(env, "ADMISSION_CACHE_STALE_MS", defaults.cacheStaleMs, {
-      min: 0,
-      max: 300_000,
-    }),
     cacheMaxEntries: integerFromEnv(env, "ADMISSION_CACHE_MAX_ENTRIES", defaults.cacheMaxEntries, {
       min: 1,
       max: 1_000_000,

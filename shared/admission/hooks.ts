@@ -4,7 +4,7 @@
 // lookup fails. No hook writes anything, so dryRun requests are answered
 // exactly like the others (sideEffects: None).
 
-import { claimClass, claimHasClass, defaultStorageClass } from "../kube/claim-class.ts";
+import { claimClass, claimHasClass } from "../kube/claim-class.ts";
 import type { StorageClass } from "../kube/types.ts";
 import {
   attacherDriverErrors,
@@ -99,15 +99,9 @@ export function mutateClaimsHook({ lookups, config }: AdmissionHookDeps): Admiss
     let classes: StorageClass[] | undefined;
     if (claimMutationNeedsClasses(claim)) {
       let found = await lookups.storageClasses();
-      // A claim naming a class the cached list lacks, or wanting the default where the cached
-      // list has none: that class may be newer than the list.
+      // A claim naming a class the cached list lacks: the class may be newer than the list.
       const wanted = claimHasClass(claim) ? claimClass(claim) : undefined;
-      if (
-        found.ok &&
-        (wanted
-          ? !found.value.some((c) => c.metadata.name === wanted)
-          : defaultStorageClass(found.value) === undefined)
-      )
+      if (found.ok && wanted && !found.value.some((c) => c.metadata.name === wanted))
         found = await lookups.storageClasses({ fresh: true });
       if (found.ok) {
         classes = found.value;

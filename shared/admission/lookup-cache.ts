@@ -6,19 +6,12 @@
 // them (least recently used go first). Failures are never cached: the next
 // request tries again.
 //
-// An expired value is still served for `staleMs` while one request refreshes
-// it in the background: a burst of reviews then never waits on a list that a
-// busy API server answers late (the sandbox's 1,000 claims at once missed the
-// lookup deadline on a cold list and admitted 70-80 % unmutated).
-//
 // This is a latency and load optimisation, not state: a fresh process with an
 // empty cache decides the same, only after one more read.
 
 export interface LookupCacheOptions {
   /** How long a value is served; 0 disables caching (concurrent misses still share a request). */
   ttlMs: number;
-  /** How long past ttlMs an expired value is still served while a refresh runs; 0 (default): never. */
-  staleMs?: number;
   maxEntries: number;
   /** Clock in ms, for tests. */
   now?: () => number;
@@ -28,8 +21,6 @@ export interface CacheResult<V> {
   value: V;
   /** Served from the cache (no request made for this call). */
   hit: boolean;
-  /** Served past its ttlMs while a refresh runs. */
-  stale?: boolean;
 }
 
 interface Entry<V> {
@@ -41,16 +32,13 @@ export class LookupCache<V> {
   private readonly entries = new Map<string, Entry<V>>();
   private readonly inflight = new Map<string, Promise<V>>();
   private readonly ttlMs: number;
-  private readonly staleMs: number;
   private readonly maxEntries: number;
   private readonly now: () => number;
 
   constructor(options: LookupCacheOptions) {
     if (!(options.ttlMs >= 0)) throw new TypeError("ttlMs must be >= 0");
-    if (!((options.staleMs ?? 0) >= 0)) throw new TypeError("staleMs must be >= 0");
     if (!(options.maxEntries >= 1)) throw new TypeError("maxEntries must be >= 1");
     this.ttlMs = options.ttlMs;
-    this.staleMs = options.staleMs ?? 0;
     this.maxEntries = options.maxEntries;
     this.now = options.now ?? Date.now;
   }
@@ -63,23 +51,14 @@ export class LookupCache<V> {
   async get(key: string, load: () => Promise<V>): Promise<CacheResult<V>> {
     const entry = this.entries.get(key);
     if (entry !== undefined) {
-      const now = this.now();
-      if (entry.expires + this.staleMs > now) {
+      if (entry.expires > this.now()) {
         // Re-insert: Map order is the LRU order.
         this.entries.delete(key);
         this.entries.set(key, entry);
-        if (entry.expires > now) return { value: entry.value, hit: true };
-        // A failed refresh keeps the stale value; the next get past it tries again.
-        this.loading(key, load).catch(() => undefined);
-        return { value: entry.value, hit: true, stale: true };
+        return { value: entry.value, hit: true };
       }
       this.entries.delete(key);
     }
-    return { value: await this.loading(key, load), hit: false };
-  }
-
-  /** The request in flight for `key`, or a new one that stores its value. */
-  private loading(key: string, load: () => Promise<V>): Promise<V> {
     let pending = this.inflight.get(key);
     if (pending === undefined) {
       pending = load().then(
@@ -95,7 +74,7 @@ export class LookupCache<V> {
       );
       this.inflight.set(key, pending);
     }
-    return pending;
+    return { value: await pending, hit: false };
   }
 
   clear(): void {

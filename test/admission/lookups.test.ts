@@ -9,8 +9,9 @@ import { mutateClaimsHook, validateClaimsHook } from "../../shared/admission/hoo
 import { DeadlineExceededError, LookupCache, withDeadline } from "../../shared/admission/lookup-cache.ts";
 import { parseAdmissionReview } from "../../shared/admission/review.ts";
 import { KubeApiError } from "../../shared/kube/json-client.ts";
+import { ObjectStore } from "../../shared/kube/object-store.ts";
 import type { ResourceDescriptor } from "../../shared/kube/resources.ts";
-import type { KubeObject } from "../../shared/kube/types.ts";
+import type { KubeObject, StorageClass } from "../../shared/kube/types.ts";
 import { createMetricsRegistry } from "../../shared/metrics.ts";
 import { boundClaim, claim, csiDriver, review, storageClass } from "./fixtures.ts";
 
@@ -68,52 +69,6 @@ describe("LookupCache", () => {
     assert.equal(cache.size, 2);
     assert.equal((await cache.get("a", async () => "a3")).hit, true);
     assert.equal((await cache.get("b", async () => "b2")).hit, false);
-  });
-
-  test("staleMs: an expired value answers while one refresh runs; past ttl + stale, a get waits", async () => {
-    let now = 0;
-    const cache = new LookupCache<number>({ ttlMs: 100, staleMs: 1000, maxEntries: 10, now: () => now });
-    let loads = 0;
-    let release: () => void = () => {};
-    const load = () =>
-      new Promise<number>((resolve) => {
-        const n = ++loads;
-        release = () => resolve(n);
-      });
-    const first = cache.get("k", load);
-    release();
-    assert.deepEqual(await first, { value: 1, hit: false });
-    now = 150;
-    assert.deepEqual(await cache.get("k", load), { value: 1, hit: true, stale: true });
-    assert.deepEqual(await cache.get("k", load), { value: 1, hit: true, stale: true });
-    assert.equal(loads, 2, "one refresh for both stale answers");
-    release();
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.deepEqual(await cache.get("k", load), { value: 2, hit: true });
-    now = 150 + 100 + 1000;
-    const waited = cache.get("k", load);
-    assert.equal(loads, 3);
-    release();
-    assert.deepEqual(await waited, { value: 3, hit: false }, "too old to answer: the get waits for the list");
-  });
-
-  test("staleMs: a failed refresh keeps the stale value, and the next stale get tries again", async () => {
-    let now = 0;
-    const cache = new LookupCache<string>({ ttlMs: 100, staleMs: 1000, maxEntries: 10, now: () => now });
-    await cache.get("k", async () => "old");
-    now = 200;
-    let attempts = 0;
-    const failing = async () => {
-      attempts += 1;
-      throw new Error("busy");
-    };
-    assert.deepEqual(await cache.get("k", failing), { value: "old", hit: true, stale: true });
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.deepEqual(await cache.get("k", failing), { value: "old", hit: true, stale: true });
-    await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(attempts, 2);
-    now = 1101;
-    await assert.rejects(cache.get("k", failing), /busy/);
   });
 
   test("ttlMs 0 caches nothing", async () => {
@@ -185,6 +140,33 @@ describe("createClusterLookups", () => {
     assert.match(text, /admission_lookups_total\{resource="storageclasses",result="hit"\} 2/);
   });
 
+  test("StorageClasses from a synced copy: no list; fresh, or a copy not synced yet, lists", async () => {
+    const kube = fakeKube({ list: async () => [storageClass("listed")] });
+    const metrics = createMetricsRegistry({ defaultMetrics: false });
+    const store = new ObjectStore<StorageClass>();
+    store.replaceWithList([storageClass("copied", { isDefault: true })], "7");
+    let synced = false;
+    const lookups = createClusterLookups(kube.client, {
+      ...options,
+      cacheTtlMs: 0,
+      classCopy: () => ({ store, synced }),
+      metrics,
+    });
+    const names = async (o?: { fresh?: boolean }) => {
+      const found = await lookups.storageClasses(o);
+      return found.ok ? found.value.map((c) => c.metadata.name) : found.error;
+    };
+    assert.deepEqual(await names(), ["listed"], "before its first list is in, the copy answers nothing");
+    synced = true;
+    assert.deepEqual(await names(), ["copied"]);
+    assert.deepEqual(await names(), ["copied"]);
+    assert.equal(kube.calls.list, 1);
+    assert.deepEqual(await names({ fresh: true }), ["listed"], "a rule about to refuse reads the API");
+    assert.equal(kube.calls.list, 2);
+    const text = await metrics.metrics();
+    assert.match(text, /admission_lookups_total\{resource="storageclasses",result="copy"\} 2/);
+  });
+
   test("fresh: skips the cached list", async () => {
     const kube = fakeKube({ list: async () => [storageClass("fast")] });
     const lookups = createClusterLookups(kube.client, options);
@@ -233,26 +215,6 @@ describe("createClusterLookups", () => {
     assert.equal(kube.calls.list, 3, "one list, then one fresh list per claim whose class it lacked");
   });
 
-  test("a claim wanting the default where the cached list has none: a fresh list finds one made since", async () => {
-    let classes = [storageClass("plain")];
-    const kube = fakeKube({ list: async () => classes });
-    const lookups = createClusterLookups(kube.client, { ...options, cacheTtlMs: 60_000 });
-    const config = defaultAdmissionConfig();
-    const hook = mutateClaimsHook({ lookups, config });
-    const create = async (name: string) => {
-      const r = review("persistentvolumeclaims", "CREATE", claim(name));
-      const answer = await hook.review(parseAdmissionReview(JSON.stringify(r)));
-      return Buffer.from(answer.patch ?? "", "base64").toString();
-    };
-    assert.doesNotMatch(await create("first"), /storageClassName/);
-    assert.equal(kube.calls.list, 2, "the cached list and a fresh one, neither with a default");
-    classes = [storageClass("plain"), storageClass("gold", { isDefault: true })];
-    assert.match(await create("second"), /gold/);
-    assert.equal(kube.calls.list, 3);
-    assert.match(await create("third"), /gold/);
-    assert.equal(kube.calls.list, 3, "a cached list with a default serves the next claim");
-  });
-
   test("a failure is an answer, not a throw, and is not cached", async () => {
     let fail = true;
     const kube = fakeKube({
@@ -278,32 +240,6 @@ describe("createClusterLookups", () => {
     assert.equal(found.ok, false);
     assert.match(found.ok ? "" : found.error, /no answer within 50 ms/);
     assert.ok(Date.now() - started < 1000);
-  });
-
-  test("a slow API after the TTL: the expired list answers at once, counted as stale", async () => {
-    let slow = false;
-    const kube = fakeKube({
-      list: () => (slow ? new Promise<KubeObject[]>(() => {}) : Promise.resolve([storageClass("fast")])),
-    });
-    const metrics = createMetricsRegistry({ defaultMetrics: false });
-    const lookups = createClusterLookups(kube.client, {
-      ...options,
-      timeoutMs: 50,
-      cacheTtlMs: 20,
-      cacheStaleMs: 60_000,
-      metrics,
-    });
-    assert.equal((await lookups.storageClasses()).ok, true);
-    slow = true;
-    await new Promise((resolve) => setTimeout(resolve, 40));
-    const started = Date.now();
-    const answers = await Promise.all(Array.from({ length: 5 }, () => lookups.storageClasses()));
-    assert.ok(Date.now() - started < 45, "no answer waited for the refresh");
-    for (const found of answers)
-      assert.deepEqual(found.ok ? found.value.map((c) => c.metadata.name) : found, ["fast"]);
-    assert.equal(kube.calls.list, 2, "one refresh for the five");
-    const text = await metrics.metrics();
-    assert.match(text, /admission_lookups_total\{resource="storageclasses",result="stale"\} 5/);
   });
 
   test("CSIDriver: 404 means none (cached), other errors are failures", async () => {
@@ -350,7 +286,6 @@ describe("admissionConfigFromEnv", () => {
       PROVISIONER_DRIVERS: " a.csi.io, b.csi.io ,,",
       ADMISSION_LOOKUP_TIMEOUT_MS: "500",
       ADMISSION_CACHE_TTL_MS: "0",
-      ADMISSION_CACHE_STALE_MS: "1234",
       ADMISSION_CACHE_MAX_ENTRIES: "10",
       ADMISSION_FAILURE_POLICY_MUTATE_PVC: "fail",
       ADMISSION_FAILURE_POLICY_VALIDATE_PVC: "Ignore",
@@ -359,7 +294,6 @@ describe("admissionConfigFromEnv", () => {
     assert.deepEqual([...config.provisionerDrivers], ["a.csi.io", "b.csi.io"]);
     assert.equal(config.lookupTimeoutMs, 500);
     assert.equal(config.cacheTtlMs, 0);
-    assert.equal(config.cacheStaleMs, 1234);
     assert.equal(config.cacheMaxEntries, 10);
     assert.deepEqual(config.failurePolicy, {
       mutateClaims: "Fail",

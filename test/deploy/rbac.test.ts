@@ -168,8 +168,9 @@ describe("ClusterRoles", () => {
     // (read as upstream reads its informers, never "gone" from a copy), the provisioner's copies of
     // the Nodes and CSINodes (topology) and of the VolumeAttachments (a deletion's "still attached"
     // check), the attacher's of the CSINodes (node IDs) and PVs (an attach's volume), and the
-    // binder's and provisioner's copy of the StorageClasses (whose specs cannot change).
+    // binder's, provisioner's and admission's copy of the StorageClasses (whose specs cannot change).
     const allowedWatches: Record<string, string[]> = {
+      admission: ["storage.k8s.io/storageclasses:watch"],
       binder: [
         "core/persistentvolumeclaims:watch",
         "core/persistentvolumes:watch",
