@@ -181,11 +181,24 @@ export async function cleanCluster(server: ApiServer): Promise<void> {
     });
 }
 
-/** kube-apiserver's request counts from now on: `since()` is what moved, undefined when /metrics cannot be read. */
-async function countRequests(ctx: WorkloadContext): Promise<{ since(): Promise<Tally | undefined> }> {
+/** A timed window: its seconds so far, the CPU it counts, and kube-apiserver's requests since it began. */
+interface TimedWindow {
+  seconds(): number;
+  cpu: CpuWindow;
+  /** What moved in kube-apiserver's request counts; undefined when /metrics cannot be read. */
+  requests(): Promise<Tally | undefined>;
+}
+
+/** Starts a timed window on a quiet, idle stack (quietStart). */
+async function startTimedWindow(ctx: WorkloadContext): Promise<TimedWindow> {
+  await quietStart(ctx);
   const before = await ctx.server.requestCounts();
+  const cpu = ctx.cpu();
+  const t0 = performance.now();
   return {
-    async since() {
+    seconds: () => (performance.now() - t0) / 1000,
+    cpu,
+    async requests() {
       const after = await ctx.server.requestCounts();
       return before && after ? delta(before, after) : undefined;
     },
@@ -285,11 +298,8 @@ export interface ProvisionResult {
 export async function provision(ctx: WorkloadContext, n: number): Promise<ProvisionResult> {
   const prefix = `${PREFIX}prov-`;
   const names = Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(5, "0")}`);
-  await quietStart(ctx);
+  const timed = await startTimedWindow(ctx);
   const tally0 = ctx.watch.tally();
-  const requestsFrom = await countRequests(ctx);
-  const cpu = ctx.cpu();
-  const t0 = performance.now();
   await inParallel(names, CLIENT_PARALLELISM, (name) =>
     ctx.server.kube.create(persistentVolumeClaims, claimObject(name, FAST_CLASS)),
   );
@@ -299,12 +309,12 @@ export async function provision(ctx: WorkloadContext, n: number): Promise<Provis
     ctx.timeoutMs,
     `${n} claims to be Bound`,
   );
-  const seconds = (performance.now() - t0) / 1000;
-  const cpuSeconds = cpu.stop();
+  const seconds = timed.seconds();
+  const cpuSeconds = timed.cpu.stop();
   progress(`  provision: ${n} claims Bound in ${round(seconds, 2)} s; counting trailing writes`);
   await settle(ctx.watch);
   const changes = delta(tally0, ctx.watch.tally());
-  const requests = await requestsFrom.since();
+  const requests = await timed.requests();
   return {
     claims: n,
     seconds: round(seconds, 2),
@@ -338,11 +348,8 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
   const handles = pvs.map(
     (v) => (v as { spec?: { csi?: { volumeHandle?: string } } }).spec?.csi?.volumeHandle,
   );
-  await quietStart(ctx);
+  const timed = await startTimedWindow(ctx);
   const tally0 = ctx.watch.tally();
-  const requestsFrom = await countRequests(ctx);
-  const cpu = ctx.cpu();
-  const t0 = performance.now();
   await inParallel(claims, CLIENT_PARALLELISM, (c) =>
     ctx.server.kube.delete(persistentVolumeClaims, c.metadata.name!, NAMESPACE).catch((err: unknown) => {
       if (!isNotFound(err)) throw err;
@@ -355,8 +362,8 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
     ctx.timeoutMs,
     `${claims.length} claims and their PVs to be gone`,
   );
-  const apiSeconds = (performance.now() - t0) / 1000;
-  const requests = await requestsFrom.since();
+  const apiSeconds = timed.seconds();
+  const requests = await timed.requests();
   const requestsPerClaim = requests && perItem(requests, claims.length);
   const backing = ctx.stack.backingVolumes;
   if (backing) {
@@ -368,8 +375,8 @@ export async function deleteProvisioned(ctx: WorkloadContext): Promise<DeleteRes
       await sleep(100);
     }
   }
-  const seconds = (performance.now() - t0) / 1000;
-  const cpuSeconds = cpu.stop();
+  const seconds = timed.seconds();
+  const cpuSeconds = timed.cpu.stop();
   progress(`  delete: ${claims.length} claims, PVs and volumes gone in ${round(seconds, 2)} s`);
   await settle(ctx.watch, 1000, 10_000);
   const changes = delta(tally0, ctx.watch.tally());
@@ -415,11 +422,8 @@ export async function bindStatic(ctx: WorkloadContext, n: number): Promise<BindR
       ),
     );
     await volumesAvailable(ctx, names);
-    await quietStart(ctx);
     const claims = ctx.watch.objects(persistentVolumeClaims.plural);
-    const requestsFrom = await countRequests(ctx);
-    const cpu = ctx.cpu();
-    const t0 = performance.now();
+    const timed = await startTimedWindow(ctx);
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
       ctx.server.kube.create(persistentVolumeClaims, claimObject(name, STATIC_CLASS)),
     );
@@ -428,10 +432,10 @@ export async function bindStatic(ctx: WorkloadContext, n: number): Promise<BindR
       ctx.timeoutMs,
       `${n} static claims to be Bound`,
     );
-    const seconds = (performance.now() - t0) / 1000;
-    const cpuSeconds = cpu.stop();
+    const seconds = timed.seconds();
+    const cpuSeconds = timed.cpu.stop();
     progress(`  bind: ${n} static pairs Bound in ${round(seconds, 2)} s`);
-    const requests = await requestsFrom.since();
+    const requests = await timed.requests();
     const requestsPerPair = requests && perItem(requests, n);
     return {
       pairs: n,
@@ -523,10 +527,7 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
     // As for binding: the binder's first pass over the new PVs is not part of the timed window (a
     // VolumeAttachment names a PV the binder settled long before its pod was scheduled).
     await volumesAvailable(ctx, names);
-    await quietStart(ctx);
-    const requestsFrom = await countRequests(ctx);
-    const cpu = ctx.cpu();
-    const t0 = performance.now();
+    const timed = await startTimedWindow(ctx);
     await inParallel(names, CLIENT_PARALLELISM, (name) =>
       ctx.server.kube.create(volumeAttachments, {
         apiVersion: "storage.k8s.io/v1",
@@ -545,10 +546,10 @@ export async function attach(ctx: WorkloadContext, n: number): Promise<AttachRes
       ctx.timeoutMs,
       `${n} VolumeAttachments to be attached`,
     );
-    const seconds = (performance.now() - t0) / 1000;
-    const cpuSeconds = cpu.stop();
+    const seconds = timed.seconds();
+    const cpuSeconds = timed.cpu.stop();
     progress(`  attach: ${n} VolumeAttachments attached in ${round(seconds, 2)} s`);
-    const requests = await requestsFrom.since();
+    const requests = await timed.requests();
     const requestsPerAttachment = requests && perItem(requests, n);
     return {
       attachments: n,
